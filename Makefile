@@ -1,0 +1,48 @@
+# upscale-demo -- build, run and test.
+#
+#   make setup      install/check system packages, Rust, ONNX Runtime (.deps/)
+#   make run        run the game (ARGS="..." passes arguments through)
+#   make headless   render 60 frames headless into out/headless
+#   make test       fmt check, clippy, cargo test (unit, GPU with validation, window under Xvfb)
+#   make clean      cargo clean
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+CARGO ?= cargo
+ARGS ?=
+
+# Start time for the elapsed-seconds report of `make test`.
+MAKE_START := $(shell date +%s)
+
+# vulkaninfo (and some Vulkan layers) want a private runtime dir.
+ifeq ($(strip $(XDG_RUNTIME_DIR)),)
+XDG_RUNTIME_DIR := /tmp/xdg-runtime-$(shell id -u)
+$(shell mkdir -p '$(XDG_RUNTIME_DIR)' && chmod 0700 '$(XDG_RUNTIME_DIR)')
+endif
+export XDG_RUNTIME_DIR
+
+elapsed = $$(( $$(date +%s) - $(MAKE_START) ))
+
+.PHONY: setup run headless test clean
+
+setup:
+	bash scripts/setup.sh
+
+run: setup
+	$(CARGO) run --release -- $(ARGS)
+
+headless: setup
+	$(CARGO) run --release -- headless --frames 60 --out out/headless
+
+test: setup
+	@echo "==== [test 1/3] cargo fmt --check (t+$(elapsed)s)"
+	$(CARGO) fmt --all -- --check
+	@echo "==== [test 2/3] cargo clippy (t+$(elapsed)s)"
+	$(CARGO) clippy --all-targets -- -D warnings
+	@echo "==== [test 3/3] cargo test: unit, GPU (lavapipe, validation required), window under Xvfb (t+$(elapsed)s)"
+	UPSCALE_VALIDATION=1 $(CARGO) test
+	@echo "==== make test: all passed in $(elapsed)s"
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,59 @@
+//! Compiles every GLSL shader under `shaders/` to SPIR-V in OUT_DIR with `glslc`, so SPIR-V is
+//! never committed and a shader edit rebuilds the program. Shader `shaders/a/b.comp` becomes
+//! `OUT_DIR/shaders/a/b.comp.spv`, embedded with `include_bytes!` through `gpu::shader!`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("shaders");
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("shaders");
+    println!("cargo:rerun-if-changed=shaders");
+    let mut sources = Vec::new();
+    collect(&root, &mut sources);
+    let mut failures = Vec::new();
+    for src in &sources {
+        println!("cargo:rerun-if-changed={}", src.display());
+        let rel = src.strip_prefix(&root).unwrap();
+        let dst = out.join(format!("{}.spv", rel.display()));
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        let result = Command::new("glslc")
+            .args(["-O", "--target-env=vulkan1.3", "-Werror", "-I"])
+            .arg(&root)
+            .arg(src)
+            .arg("-o")
+            .arg(&dst)
+            .output();
+        match result {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => failures.push(format!(
+                "{}:\n{}",
+                src.display(),
+                String::from_utf8_lossy(&o.stderr)
+            )),
+            Err(e) => panic!(
+                "cannot run `glslc` ({e}): install it with `make setup` (Debian package glslc)"
+            ),
+        }
+    }
+    if !failures.is_empty() {
+        panic!("shader compilation failed:\n{}", failures.join("\n"));
+    }
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect(&path, out);
+        } else if matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("vert" | "frag" | "comp")
+        ) {
+            out.push(path);
+        }
+    }
+}

@@ -1,0 +1,28 @@
+#version 450
+
+layout(location = 0) in vec3 in_pos;
+layout(location = 1) in vec3 in_normal;
+layout(location = 2) in vec2 in_uv;
+layout(location = 3) in vec4 in_color; // rgb tint, w = texture layer
+
+layout(push_constant) uniform Push {
+    mat4 mvp;
+    vec4 model_rows[3]; // the model matrix's top three rows (affine)
+    vec4 params;        // x = emissive, yzw = direction toward the sun
+} pc;
+
+layout(location = 0) out vec3 normal;
+layout(location = 1) out vec2 uv;
+layout(location = 2) out vec4 tint;
+layout(location = 3) out float view_depth;
+
+void main() {
+    vec4 p = vec4(in_pos, 1.0);
+    mat3 m = mat3(pc.model_rows[0].xyz, pc.model_rows[1].xyz, pc.model_rows[2].xyz);
+    // Rows were uploaded, so transpose to apply; uniform scale keeps this a valid normal matrix.
+    normal = normalize(transpose(m) * in_normal);
+    uv = in_uv;
+    tint = in_color;
+    gl_Position = pc.mvp * p;
+    view_depth = gl_Position.w;
+}

@@ -1,0 +1,21 @@
+#version 450
+#include "render/common.glsl"
+
+layout(location = 0) in vec2 uv;
+layout(location = 0) out vec4 color;
+
+layout(push_constant) uniform Push {
+    mat4 inv_view_proj;
+    vec4 sun;
+} pc;
+
+void main() {
+    vec4 far = pc.inv_view_proj * vec4(uv * 2.0 - 1.0, 1.0, 1.0);
+    vec4 near = pc.inv_view_proj * vec4(uv * 2.0 - 1.0, 0.0, 1.0);
+    vec3 dir = normalize(far.xyz / far.w - near.xyz / near.w);
+    vec3 c = sky_color(dir, pc.sun.xyz);
+    // Thin high-altitude bands: fine detail in the background too.
+    float bands = smoothstep(0.92, 1.0, sin(dir.y * 180.0 + dir.x * 40.0)) * smoothstep(0.05, 0.4, dir.y);
+    c = mix(c, vec3(0.95), bands * 0.25);
+    color = vec4(srgb_encode(c), 1.0);
+}

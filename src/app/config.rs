@@ -1,0 +1,355 @@
+//! `config.toml`: every key, its default and its checks. A bad value is an error that names the
+//! file, the key, the value and what is allowed.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::upscale::Pattern;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub window: WindowConfig,
+    pub render: RenderConfig,
+    pub upscale: UpscaleConfig,
+    pub onnxruntime: OrtConfig,
+    pub gpu: GpuConfig,
+    pub game: GameConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WindowConfig {
+    pub width: u32,
+    pub height: u32,
+    pub vsync: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RenderConfig {
+    pub output_width: u32,
+    pub output_height: u32,
+    /// Render size = output / scale, unless render_width/height are given.
+    pub scale: u32,
+    pub render_width: Option<u32>,
+    pub render_height: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpscaleConfig {
+    pub pattern: String,
+    pub model: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrtConfig {
+    /// Empty: env ORT_DYLIB_PATH, then `.deps/onnxruntime/`, then the system library.
+    pub library: PathBuf,
+    pub execution_provider: String,
+    /// 0: one per core.
+    pub intra_threads: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GpuConfig {
+    /// Empty: the best device; else an index or part of the device name.
+    pub device: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GameConfig {
+    pub seed: u64,
+    pub mouse_sensitivity: f32,
+}
+
+impl Default for WindowConfig {
+    fn default() -> Self {
+        Self {
+            width: 1280,
+            height: 720,
+            vsync: true,
+        }
+    }
+}
+
+impl Default for RenderConfig {
+    fn default() -> Self {
+        Self {
+            output_width: 1280,
+            output_height: 720,
+            scale: 2,
+            render_width: None,
+            render_height: None,
+        }
+    }
+}
+
+impl Default for UpscaleConfig {
+    fn default() -> Self {
+        Self {
+            pattern: "bilinear".into(),
+            model: PathBuf::from("models/test/tiny_x2.onnx"),
+        }
+    }
+}
+
+impl Default for OrtConfig {
+    fn default() -> Self {
+        Self {
+            library: PathBuf::new(),
+            execution_provider: "cpu".into(),
+            intra_threads: 0,
+        }
+    }
+}
+
+impl Default for GameConfig {
+    fn default() -> Self {
+        Self {
+            seed: 7,
+            mouse_sensitivity: 0.15,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read the config file: {source}. Pass another with --config PATH")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: {key} = {value}: {allowed}")]
+    Value {
+        path: PathBuf,
+        key: &'static str,
+        value: String,
+        allowed: String,
+    },
+}
+
+/// Largest image side accepted before the device is known; the device limit is checked later.
+pub const MAX_SIZE: u32 = 16384;
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |key, value: &dyn std::fmt::Display, allowed: String| ConfigError::Value {
+            path: path.to_owned(),
+            key,
+            value: value.to_string(),
+            allowed,
+        };
+        let size = |key, v: u32| {
+            if v == 0 || v > MAX_SIZE {
+                Err(bad(key, &v, format!("must be 1..={MAX_SIZE} pixels")))
+            } else {
+                Ok(())
+            }
+        };
+        size("window.width", self.window.width)?;
+        size("window.height", self.window.height)?;
+        size("render.output_width", self.render.output_width)?;
+        size("render.output_height", self.render.output_height)?;
+        let r = &self.render;
+        if !(1..=8).contains(&r.scale) {
+            return Err(bad(
+                "render.scale",
+                &r.scale,
+                "must be an integer 1..=8".into(),
+            ));
+        }
+        match (r.render_width, r.render_height) {
+            (Some(w), Some(h)) => {
+                size("render.render_width", w)?;
+                size("render.render_height", h)?;
+                if w > r.output_width || h > r.output_height {
+                    return Err(bad(
+                        "render.render_width",
+                        &format!("{w} (render_height {h})"),
+                        format!(
+                            "the render size must not exceed the output size {}x{}",
+                            r.output_width, r.output_height
+                        ),
+                    ));
+                }
+            }
+            (None, None) => {
+                if !r.output_width.is_multiple_of(r.scale)
+                    || !r.output_height.is_multiple_of(r.scale)
+                {
+                    return Err(bad(
+                        "render.scale",
+                        &r.scale,
+                        format!(
+                            "must divide the output size {}x{} exactly (or set render.render_width and render.render_height)",
+                            r.output_width, r.output_height
+                        ),
+                    ));
+                }
+            }
+            _ => {
+                return Err(bad(
+                    "render.render_width",
+                    &format!("{:?} / render_height {:?}", r.render_width, r.render_height),
+                    "give both render.render_width and render.render_height, or neither".into(),
+                ))
+            }
+        }
+        if Pattern::parse(&self.upscale.pattern).is_none() {
+            return Err(bad(
+                "upscale.pattern",
+                &format!("\"{}\"", self.upscale.pattern),
+                format!("one of: {}", Pattern::names()),
+            ));
+        }
+        if !["cpu", "cuda"].contains(&self.onnxruntime.execution_provider.as_str()) {
+            return Err(bad(
+                "onnxruntime.execution_provider",
+                &format!("\"{}\"", self.onnxruntime.execution_provider),
+                "one of: cpu, cuda".into(),
+            ));
+        }
+        if !(self.game.mouse_sensitivity > 0.0 && self.game.mouse_sensitivity <= 10.0) {
+            return Err(bad(
+                "game.mouse_sensitivity",
+                &self.game.mouse_sensitivity,
+                "must be in (0, 10]".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn pattern(&self) -> Pattern {
+        Pattern::parse(&self.upscale.pattern).expect("validated")
+    }
+
+    /// (render, output) sizes.
+    pub fn sizes(&self) -> ((u32, u32), (u32, u32)) {
+        let r = &self.render;
+        let output = (r.output_width, r.output_height);
+        let render = match (r.render_width, r.render_height) {
+            (Some(w), Some(h)) => (w, h),
+            _ => (r.output_width / r.scale, r.output_height / r.scale),
+        };
+        (render, output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("test.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.sizes(), ((640, 360), (1280, 720)));
+        assert_eq!(c.pattern(), Pattern::Bilinear);
+    }
+
+    #[test]
+    fn the_shipped_config_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+        Config::load(&path).unwrap();
+    }
+
+    #[test]
+    fn explicit_render_size() {
+        let c = parse("[render]\nrender_width = 400\nrender_height = 300\noutput_width = 800\noutput_height = 600").unwrap();
+        assert_eq!(c.sizes(), ((400, 300), (800, 600)));
+    }
+
+    #[test]
+    fn malformed_toml_names_the_file_and_line() {
+        let e = parse("[window\nwidth = 3").unwrap_err();
+        assert!(e.starts_with("test.toml: "), "{e}");
+        assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let e = parse("[window]\nwidht = 800").unwrap_err();
+        assert!(e.contains("widht"), "{e}");
+        assert!(e.contains("width"), "lists the allowed keys: {e}");
+    }
+
+    #[test]
+    fn wrong_type_is_named() {
+        let e = parse("[window]\nwidth = \"wide\"").unwrap_err();
+        assert!(e.contains("width") && e.contains("integer"), "{e}");
+    }
+
+    #[test]
+    fn zero_size_is_refused_with_key_and_range() {
+        let e = parse("[render]\noutput_width = 0").unwrap_err();
+        assert_eq!(
+            e,
+            "test.toml: render.output_width = 0: must be 1..=16384 pixels"
+        );
+    }
+
+    #[test]
+    fn scale_must_divide_output() {
+        let e = parse("[render]\noutput_width = 1281").unwrap_err();
+        assert!(
+            e.contains("render.scale = 2") && e.contains("1281x720"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_pattern_lists_the_patterns() {
+        let e = parse("[upscale]\npattern = \"bicubic\"").unwrap_err();
+        assert!(e.contains("upscale.pattern = \"bicubic\""), "{e}");
+        assert!(
+            e.contains("cpu-roundtrip") && e.contains("in-stream"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn half_given_render_size_is_refused() {
+        let e = parse("[render]\nrender_width = 100").unwrap_err();
+        assert!(e.contains("render_height"), "{e}");
+    }
+
+    #[test]
+    fn missing_file_says_how_to_pick_another() {
+        let e = Config::load(Path::new("/nonexistent/c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/nonexistent/c.toml") && e.contains("--config"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! The application edge: command line, config, the windowed game loop and the headless runner.
+
+pub mod capture;
+pub mod config;
+pub mod headless;
+pub mod paths;
+pub mod session;
+pub mod summary;
+pub mod window;
+
+/// True when a window system is reachable (X11 or Wayland).
+pub fn has_display() -> bool {
+    ["DISPLAY", "WAYLAND_DISPLAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
+}

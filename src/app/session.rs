@@ -1,0 +1,233 @@
+//! What a running game holds, windowed or headless: the Vulkan context, the optional window
+//! surface and swapchain, the renderer and the game world. Owns teardown order.
+
+use std::mem::ManuallyDrop;
+
+use anyhow::Context as _;
+use ash::{khr, vk};
+use raw_window_handle::{HasDisplayHandle, HasWindowHandle};
+
+use super::config::Config;
+use super::paths;
+use crate::game::{textures, world::World};
+use crate::gpu::swapchain::Swapchain;
+use crate::gpu::{Gpu, Validation};
+use crate::render::overlay::{self, Action, Hud, OverlayModel};
+use crate::render::{Renderer, Sizes};
+use crate::upscale::Pattern;
+
+pub struct Surface {
+    pub loader: khr::surface::Instance,
+    pub raw: vk::SurfaceKHR,
+    pub swapchain: Option<Swapchain>,
+}
+
+pub struct Session {
+    pub config: Config,
+    pub renderer: ManuallyDrop<Renderer>,
+    pub world: World,
+    pub surface: Option<Surface>,
+    patterns: Vec<(Pattern, Result<(), String>)>,
+    /// The last problem to show the player (a pattern that failed to start, ...).
+    pub notice: Option<String>,
+    /// Declared last: dropped after everything above was destroyed in `Drop`.
+    pub gpu: Gpu,
+}
+
+impl Session {
+    /// `window`: create a surface and swapchain for it; else render for `headless_format`.
+    pub fn new(
+        config: &Config,
+        window: Option<&winit::window::Window>,
+        headless_format: vk::Format,
+        pattern: Pattern,
+    ) -> anyhow::Result<Self> {
+        let (gpu, surface) = create_gpu(config, window)?;
+        let ((rw, rh), (ow, oh)) = config.sizes();
+        let limit = gpu.info.max_image_dimension_2d;
+        if ow.max(oh) > limit {
+            anyhow::bail!(
+                "render.output_width/output_height = {ow}x{oh}: larger than {} allows ({limit} pixels per side)",
+                gpu.info.name
+            );
+        }
+        let sizes = Sizes {
+            render: vk::Extent2D {
+                width: rw,
+                height: rh,
+            },
+            output: vk::Extent2D {
+                width: ow,
+                height: oh,
+            },
+        };
+        let layers = textures::load_all(&paths::root().join("assets"))?;
+        let world = World::new(config.game.seed);
+        let format = match &surface {
+            Some(s) => s.swapchain.as_ref().unwrap().format,
+            None => headless_format,
+        };
+        let patterns: Vec<_> = Pattern::ALL
+            .iter()
+            .map(|&p| (p, p.availability()))
+            .collect();
+        let renderer =
+            Renderer::new(&gpu, &world, &layers, sizes, format, pattern).or_else(|e| {
+                tracing::warn!("{pattern} failed to start ({e:#}); falling back to bilinear");
+                Renderer::new(&gpu, &world, &layers, sizes, format, Pattern::Bilinear)
+            })?;
+        let notice = (renderer.pattern() != pattern)
+            .then(|| format!("{pattern} is not available; using bilinear"));
+        Ok(Self {
+            config: config.clone(),
+            renderer: ManuallyDrop::new(renderer),
+            world,
+            surface,
+            patterns,
+            notice,
+            gpu,
+        })
+    }
+
+    pub fn patterns(&self) -> &[(Pattern, Result<(), String>)] {
+        &self.patterns
+    }
+
+    pub fn model_label(&self) -> String {
+        self.config.upscale.model.display().to_string()
+    }
+
+    /// Switches pattern, keeping the current one (and saying why) when the new one fails.
+    pub fn switch(&mut self, pattern: Pattern) {
+        match self.renderer.switch_pattern(&self.gpu, pattern) {
+            Ok(()) => self.notice = None,
+            Err(e) => {
+                tracing::warn!("cannot switch to {pattern}: {e:#}");
+                self.notice = Some(format!("{pattern}: {e:#}"));
+            }
+        }
+    }
+
+    /// The next available pattern after the current one.
+    pub fn next_pattern(&self) -> Pattern {
+        let current = self.renderer.pattern();
+        let start = self
+            .patterns
+            .iter()
+            .position(|p| p.0 == current)
+            .unwrap_or(0);
+        (1..=self.patterns.len())
+            .map(|i| &self.patterns[(start + i) % self.patterns.len()])
+            .find(|p| p.1.is_ok())
+            .map_or(current, |p| p.0)
+    }
+
+    /// Draws HUD and overlay, and acts on what the player clicked.
+    pub fn overlay(&mut self, ctx: &egui::Context, show: bool, scripted: bool) {
+        let model = OverlayModel {
+            stats: &self.renderer.stats,
+            pattern: self.renderer.pattern(),
+            patterns: &self.patterns,
+            sizes: self.renderer.sizes(),
+            model: &self.config.upscale.model.display().to_string(),
+            device: &self.gpu.info,
+            validation_errors: self.gpu.validation_errors(),
+            host_copy_bytes: self.renderer.host_copy_bytes(),
+            notice: self.notice.as_deref(),
+            hud: Hud {
+                score: self.world.score,
+                total: self.world.orb_count,
+                elapsed: if scripted {
+                    self.world.time
+                } else {
+                    self.world.elapsed
+                },
+                finished: self.world.finished_at,
+                scripted,
+            },
+        };
+        if let Some(Action::SwitchPattern(p)) = overlay::draw(ctx, show, &model) {
+            self.switch(p);
+        }
+    }
+
+    /// Recreates the swapchain for a new window size (not per frame: on resize or out-of-date).
+    pub fn recreate_swapchain(&mut self, extent: vk::Extent2D) -> anyhow::Result<()> {
+        self.renderer.wait_all(&self.gpu)?;
+        let Some(surface) = &mut self.surface else {
+            return Ok(());
+        };
+        let old = surface.swapchain.take();
+        let new = Swapchain::new(
+            &self.gpu,
+            &surface.loader,
+            surface.raw,
+            extent,
+            self.config.window.vsync,
+            old.as_ref(),
+        );
+        if let Some(old) = old {
+            // SAFETY: wait_all above: no frame uses the old images or semaphores.
+            unsafe { old.destroy(&self.gpu) };
+        }
+        surface.swapchain = Some(new?);
+        Ok(())
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; the renderer waits for its frames before destroying.
+        let renderer = unsafe { ManuallyDrop::take(&mut self.renderer) };
+        renderer.destroy(&self.gpu);
+        if let Some(surface) = self.surface.take() {
+            unsafe {
+                if let Some(swapchain) = surface.swapchain {
+                    swapchain.destroy(&self.gpu);
+                }
+                surface.loader.destroy_surface(surface.raw, None);
+            }
+        }
+    }
+}
+
+fn create_gpu(
+    config: &Config,
+    window: Option<&winit::window::Window>,
+) -> anyhow::Result<(Gpu, Option<Surface>)> {
+    let validation = Validation::from_env();
+    let Some(window) = window else {
+        let (gpu, _) = Gpu::new(validation, &[], &config.gpu.device, None)?;
+        return Ok((gpu, None));
+    };
+    let display = window.display_handle()?.as_raw();
+    let handle = window.window_handle()?.as_raw();
+    let extensions = ash_window::enumerate_required_extensions(display)?;
+    let make_surface = |instance: &crate::gpu::instance::Instance| {
+        // SAFETY: the window outlives the surface (Session is dropped before the window).
+        unsafe { ash_window::create_surface(&instance.entry, &instance.raw, display, handle, None) }
+            .map_err(crate::gpu::Error::from)
+    };
+    let (gpu, raw) = Gpu::new(
+        validation,
+        extensions,
+        &config.gpu.device,
+        Some(&make_surface),
+    )?;
+    let raw = raw.context("no surface")?;
+    let loader = khr::surface::Instance::new(&gpu.instance.entry, &gpu.instance.raw);
+    let size = window.inner_size();
+    let extent = vk::Extent2D {
+        width: size.width.max(1),
+        height: size.height.max(1),
+    };
+    let swapchain = Swapchain::new(&gpu, &loader, raw, extent, config.window.vsync, None)?;
+    Ok((
+        gpu,
+        Some(Surface {
+            loader,
+            raw,
+            swapchain: Some(swapchain),
+        }),
+    ))
+}

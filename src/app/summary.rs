@@ -1,0 +1,93 @@
+//! `summary.json`: what a run measured, for tests, benchmarks and people.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::gpu::Gpu;
+use crate::render::stats::Percentiles;
+use crate::render::Renderer;
+
+#[derive(Serialize)]
+pub struct Device {
+    pub name: String,
+    pub driver: String,
+    pub api_version: String,
+}
+
+#[derive(Serialize)]
+pub struct StageSummary {
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+}
+
+#[derive(Serialize)]
+pub struct Summary {
+    pub frames: u64,
+    /// The pattern at the end of the run.
+    pub pattern: String,
+    pub patterns_used: Vec<String>,
+    pub model: String,
+    pub device: Device,
+    pub render_size: [u32; 2],
+    pub output_size: [u32; 2],
+    pub validation_errors: u32,
+    pub validation_enabled: bool,
+    /// Over the measured window (the last frames kept by the stats).
+    pub frame_ms: Option<Percentiles>,
+    pub cpu_ms: Option<Percentiles>,
+    /// GPU spans and host sub-stages by name.
+    pub stages: BTreeMap<String, StageSummary>,
+    pub host_copy_bytes: u64,
+}
+
+impl Summary {
+    pub fn new(gpu: &Gpu, renderer: &Renderer, model: &str, patterns_used: Vec<String>) -> Self {
+        let sizes = renderer.sizes();
+        let stages = renderer
+            .stats
+            .stages()
+            .into_iter()
+            .map(|(k, p)| {
+                (
+                    k.to_string(),
+                    StageSummary {
+                        p50_ms: p.p50_ms,
+                        p95_ms: p.p95_ms,
+                        p99_ms: p.p99_ms,
+                    },
+                )
+            })
+            .collect();
+        Self {
+            frames: renderer.frame_number(),
+            pattern: renderer.pattern().name().into(),
+            patterns_used,
+            model: model.into(),
+            device: Device {
+                name: gpu.info.name.clone(),
+                driver: gpu.info.driver.clone(),
+                api_version: gpu.info.api_version.clone(),
+            },
+            render_size: [sizes.render.width, sizes.render.height],
+            output_size: [sizes.output.width, sizes.output.height],
+            validation_errors: gpu.validation_errors(),
+            validation_enabled: gpu.instance.validation_enabled,
+            frame_ms: renderer.stats.frame_ms(),
+            cpu_ms: renderer.stats.cpu_ms(),
+            stages,
+            host_copy_bytes: renderer.host_copy_bytes(),
+        }
+    }
+
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let json = serde_json::to_string_pretty(self)?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
+    }
+}

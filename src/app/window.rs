@@ -1,0 +1,344 @@
+//! The windowed game: winit event loop, input, egui-winit, frame pacing and presentation.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ash::vk;
+use gpu_allocator::MemoryLocation;
+use winit::application::ApplicationHandler;
+use winit::event::{ElementState, MouseButton, WindowEvent};
+use winit::event_loop::{ActiveEventLoop, EventLoop};
+use winit::keyboard::{KeyCode, PhysicalKey};
+use winit::window::{Window, WindowId};
+
+use super::capture;
+use super::config::Config;
+use super::session::Session;
+use super::summary::Summary;
+use crate::game::world::Input;
+use crate::gpu::barrier;
+use crate::gpu::swapchain::Acquired;
+use crate::gpu::Buffer;
+use crate::render::{Target, UiFrame};
+
+pub struct WindowArgs {
+    /// Quit after this many rendered frames (smoke tests).
+    pub exit_after_frames: Option<u64>,
+    /// Write summary.json here on exit.
+    pub summary: Option<PathBuf>,
+    pub screenshot_dir: PathBuf,
+}
+
+/// Runs the game in a window until it is closed. Fails when no window can be made (no display).
+pub fn run(config: Config, args: WindowArgs) -> anyhow::Result<()> {
+    let event_loop = EventLoop::new()?;
+    let mut app = App {
+        config,
+        args,
+        running: None,
+        error: None,
+    };
+    event_loop.run_app(&mut app)?;
+    match app.error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+struct App {
+    config: Config,
+    args: WindowArgs,
+    running: Option<Running>,
+    error: Option<anyhow::Error>,
+}
+
+/// Field order is drop order: the session (surface, swapchain, GPU) before the window.
+struct Running {
+    session: Session,
+    egui_ctx: egui::Context,
+    egui_state: egui_winit::State,
+    input: Input,
+    looking: bool,
+    last_cursor: Option<(f64, f64)>,
+    show_overlay: bool,
+    recreate: bool,
+    minimized: bool,
+    screenshot: bool,
+    last_update: Instant,
+    window: Arc<Window>,
+}
+
+impl ApplicationHandler for App {
+    fn resumed(&mut self, event_loop: &ActiveEventLoop) {
+        if self.running.is_some() {
+            return;
+        }
+        match Running::new(&self.config, event_loop) {
+            Ok(r) => self.running = Some(r),
+            Err(e) => {
+                self.error = Some(e);
+                event_loop.exit();
+            }
+        }
+    }
+
+    fn window_event(&mut self, event_loop: &ActiveEventLoop, _id: WindowId, event: WindowEvent) {
+        let Some(r) = &mut self.running else { return };
+        let consumed = r.egui_state.on_window_event(&r.window, &event).consumed;
+        match event {
+            WindowEvent::CloseRequested => event_loop.exit(),
+            WindowEvent::Resized(size) => {
+                r.minimized = size.width == 0 || size.height == 0;
+                r.recreate = true;
+            }
+            WindowEvent::KeyboardInput { event, .. } if !consumed => {
+                if let PhysicalKey::Code(code) = event.physical_key {
+                    r.key(
+                        code,
+                        event.state == ElementState::Pressed,
+                        event.repeat,
+                        event_loop,
+                    );
+                }
+            }
+            WindowEvent::MouseInput {
+                state,
+                button: MouseButton::Right,
+                ..
+            } => {
+                r.looking = state == ElementState::Pressed;
+                r.last_cursor = None;
+            }
+            WindowEvent::CursorMoved { position, .. } if r.looking => {
+                if let Some((x, y)) = r.last_cursor {
+                    r.input.look_delta +=
+                        glam::vec2((position.x - x) as f32, (position.y - y) as f32);
+                }
+                r.last_cursor = Some((position.x, position.y));
+            }
+            WindowEvent::RedrawRequested => {
+                if let Err(e) = r.frame(&self.args) {
+                    self.error = Some(e);
+                    event_loop.exit();
+                    return;
+                }
+                let done = self
+                    .args
+                    .exit_after_frames
+                    .is_some_and(|n| r.session.renderer.frame_number() >= n);
+                if done {
+                    event_loop.exit();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn about_to_wait(&mut self, _event_loop: &ActiveEventLoop) {
+        if let Some(r) = &self.running {
+            r.window.request_redraw();
+        }
+    }
+
+    fn exiting(&mut self, _event_loop: &ActiveEventLoop) {
+        let Some(mut r) = self.running.take() else {
+            return;
+        };
+        if let Some(path) = &self.args.summary {
+            let _ = r.session.renderer.wait_all(&r.session.gpu);
+            let used = vec![r.session.renderer.pattern().name().to_string()];
+            let summary = Summary::new(
+                &r.session.gpu,
+                &r.session.renderer,
+                &r.session.model_label(),
+                used,
+            );
+            if let Err(e) = summary.write(path) {
+                self.error = Some(e);
+            }
+        }
+        tracing::info!(
+            "exiting after {} frames, {} validation errors",
+            r.session.renderer.frame_number(),
+            r.session.gpu.validation_errors()
+        );
+    }
+}
+
+impl Running {
+    fn new(config: &Config, event_loop: &ActiveEventLoop) -> anyhow::Result<Self> {
+        let attributes = Window::default_attributes()
+            .with_title("upscale-demo")
+            .with_inner_size(winit::dpi::PhysicalSize::new(
+                config.window.width,
+                config.window.height,
+            ));
+        let window = Arc::new(event_loop.create_window(attributes)?);
+        let session = Session::new(
+            config,
+            Some(&window),
+            vk::Format::UNDEFINED,
+            config.pattern(),
+        )?;
+        let egui_ctx = egui::Context::default();
+        let egui_state = egui_winit::State::new(
+            egui_ctx.clone(),
+            egui::ViewportId::ROOT,
+            &window,
+            Some(window.scale_factor() as f32),
+            None,
+            None,
+        );
+        Ok(Self {
+            session,
+            egui_ctx,
+            egui_state,
+            input: Input::default(),
+            looking: false,
+            last_cursor: None,
+            show_overlay: true,
+            recreate: false,
+            minimized: false,
+            screenshot: false,
+            last_update: Instant::now(),
+            window,
+        })
+    }
+
+    fn key(&mut self, code: KeyCode, pressed: bool, repeat: bool, event_loop: &ActiveEventLoop) {
+        let i = &mut self.input;
+        match code {
+            KeyCode::KeyW | KeyCode::ArrowUp => i.forward = pressed,
+            KeyCode::KeyS | KeyCode::ArrowDown => i.back = pressed,
+            KeyCode::KeyA | KeyCode::ArrowLeft => i.left = pressed,
+            KeyCode::KeyD | KeyCode::ArrowRight => i.right = pressed,
+            KeyCode::Space => i.up = pressed,
+            KeyCode::KeyC => i.down = pressed,
+            KeyCode::ShiftLeft | KeyCode::ShiftRight => i.sprint = pressed,
+            _ if !pressed || repeat => {}
+            KeyCode::F1 => self.show_overlay = !self.show_overlay,
+            KeyCode::KeyP => {
+                let next = self.session.next_pattern();
+                self.session.switch(next);
+            }
+            KeyCode::F12 => self.screenshot = true,
+            KeyCode::KeyR => self.session.world.restart(),
+            KeyCode::Escape => event_loop.exit(),
+            _ => {}
+        }
+    }
+
+    fn frame(&mut self, args: &WindowArgs) -> anyhow::Result<()> {
+        let now = Instant::now();
+        let dt = (now - self.last_update).as_secs_f32().min(0.1);
+        self.last_update = now;
+        if self.minimized {
+            return Ok(());
+        }
+        if self.recreate {
+            let size = self.window.inner_size();
+            self.session.recreate_swapchain(vk::Extent2D {
+                width: size.width.max(1),
+                height: size.height.max(1),
+            })?;
+            self.recreate = false;
+        }
+        let mut input = self.input;
+        input.look_delta *= self.session.config.game.mouse_sensitivity;
+        self.session.world.update(dt, &input);
+        self.input.look_delta = glam::Vec2::ZERO;
+
+        let raw_input = self.egui_state.take_egui_input(&self.window);
+        let show = self.show_overlay;
+        let session = &mut self.session;
+        let mut full = self
+            .egui_ctx
+            .run_ui(raw_input, |ui| session.overlay(ui.ctx(), show, false));
+        self.egui_state
+            .handle_platform_output(&self.window, full.platform_output);
+        let primitives = self.egui_ctx.tessellate(full.shapes, full.pixels_per_point);
+        let mut ui = UiFrame {
+            primitives: &primitives,
+            pixels_per_point: full.pixels_per_point,
+            textures: &mut full.textures_delta,
+        };
+        self.render(&mut ui, args)
+    }
+
+    fn render(&mut self, ui: &mut UiFrame, args: &WindowArgs) -> anyhow::Result<()> {
+        let s = &mut self.session;
+        let surface = s.surface.as_ref().expect("windowed session has a surface");
+        let swapchain = surface
+            .swapchain
+            .as_ref()
+            .expect("swapchain exists between recreations");
+        let shot = if self.screenshot {
+            let size = swapchain.extent.width as u64 * swapchain.extent.height as u64 * 4;
+            Some(Buffer::new(
+                &s.gpu,
+                "screenshot",
+                size,
+                vk::BufferUsageFlags::TRANSFER_DST,
+                MemoryLocation::GpuToCpu,
+            )?)
+        } else {
+            None
+        };
+        let mut index = None;
+        let mut out_of_date = false;
+        let mut acquire = |sem| -> crate::gpu::Result<Option<Target>> {
+            match swapchain.acquire(sem)? {
+                Acquired::OutOfDate => {
+                    out_of_date = true;
+                    Ok(None)
+                }
+                Acquired::Image(i) => {
+                    index = Some(i);
+                    Ok(Some(Target {
+                        image: swapchain.images[i as usize],
+                        view: swapchain.views[i as usize],
+                        extent: swapchain.extent,
+                        initial: barrier::ACQUIRED,
+                        final_state: barrier::PRESENT,
+                        wait: Some(sem),
+                        signal: Some(swapchain.present_ready[i as usize]),
+                        capture: shot.as_ref().map(|b| b.raw),
+                    }))
+                }
+            }
+        };
+        s.renderer
+            .render(&s.gpu, &s.world, Some(ui), &mut acquire)?;
+        if let Some(i) = index {
+            if swapchain.present(s.gpu.queue, i)? {
+                self.recreate = true;
+            }
+        }
+        self.recreate |= out_of_date;
+        if let Some(buffer) = shot {
+            if index.is_some() {
+                // A user action, not the hot path: wait for this frame, then save.
+                s.renderer.wait_all(&s.gpu)?;
+                let bgra = matches!(
+                    swapchain.format,
+                    vk::Format::B8G8R8A8_UNORM | vk::Format::B8G8R8A8_SRGB
+                );
+                let path = args
+                    .screenshot_dir
+                    .join(format!("shot-{:06}.png", s.renderer.frame_number()));
+                let e = swapchain.extent;
+                match capture::save_png(&path, buffer.mapped(), e.width, e.height, bgra) {
+                    Ok(()) => {
+                        tracing::info!("screenshot saved: {}", path.display());
+                        s.notice = Some(format!("screenshot saved: {}", path.display()));
+                    }
+                    Err(err) => s.notice = Some(format!("screenshot failed: {err:#}")),
+                }
+                self.screenshot = false;
+            }
+            buffer.destroy(&s.gpu);
+        }
+        Ok(())
+    }
+}

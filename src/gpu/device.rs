@@ -1,0 +1,361 @@
+//! Physical-device choice, the logical device, its one queue and the memory allocator.
+
+use std::ffi::{CStr, CString};
+use std::sync::{Arc, Mutex};
+
+use ash::{ext, khr, vk};
+use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
+
+use super::instance::{Instance, Validation};
+use super::{Error, Result};
+
+/// What the rest of the program may want to know about the device, read once.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub driver: String,
+    pub api_version: String,
+    pub device_type: String,
+    /// Nanoseconds per timestamp tick.
+    pub timestamp_period: f32,
+    /// 0 when the queue cannot write timestamps; GPU stage times are then reported as missing.
+    pub timestamp_valid_bits: u32,
+    pub max_image_dimension_2d: u32,
+    /// VK_EXT_external_memory_host is there (the host-memory domain of the shared-memory pattern).
+    pub external_memory_host: bool,
+}
+
+/// A window surface the chosen queue must be able to present to.
+pub struct SurfaceSupport<'a> {
+    pub loader: &'a khr::surface::Instance,
+    pub surface: vk::SurfaceKHR,
+}
+
+/// Creates the window surface once the instance exists (windowed runs only).
+pub type MakeSurface<'a> = dyn Fn(&Instance) -> Result<vk::SurfaceKHR> + 'a;
+
+/// The Vulkan context: instance, device, queue and allocator. The top-level owner of everything
+/// GPU-side; dropping it waits for the device and destroys in reverse creation order.
+pub struct Gpu {
+    pub instance: Instance,
+    pub physical: vk::PhysicalDevice,
+    pub device: ash::Device,
+    pub queue: vk::Queue,
+    pub queue_family: u32,
+    pub info: DeviceInfo,
+    pub push_descriptor: khr::push_descriptor::Device,
+    debug: Option<ext::debug_utils::Device>,
+    /// Option so Drop can release it before the device; shared with egui-ash-renderer.
+    pub allocator: Option<Arc<Mutex<Allocator>>>,
+}
+
+impl Gpu {
+    /// `device_filter`: empty picks the best device (discrete first); otherwise a decimal index
+    /// or a case-insensitive part of the device name (config key `gpu.device`).
+    pub fn new(
+        validation: Validation,
+        surface_extensions: &[*const i8],
+        device_filter: &str,
+        surface: Option<&MakeSurface>,
+    ) -> Result<(Self, Option<vk::SurfaceKHR>)> {
+        let instance = Instance::new(validation, surface_extensions)?;
+        let surface = match surface {
+            Some(make) => Some(make(&instance)?),
+            None => None,
+        };
+        let surface_loader =
+            surface.map(|_| khr::surface::Instance::new(&instance.entry, &instance.raw));
+        let support = surface.map(|s| SurfaceSupport {
+            loader: surface_loader.as_ref().unwrap(),
+            surface: s,
+        });
+        let (physical, queue_family) = pick_device(&instance.raw, device_filter, support.as_ref())?;
+        let info = read_info(&instance.raw, physical, queue_family);
+        let device = create_device(
+            &instance.raw,
+            physical,
+            queue_family,
+            surface.is_some(),
+            &info,
+        )?;
+        let queue = unsafe { device.get_device_queue(queue_family, 0) };
+        let allocator = Allocator::new(&AllocatorCreateDesc {
+            instance: instance.raw.clone(),
+            device: device.clone(),
+            physical_device: physical,
+            debug_settings: Default::default(),
+            buffer_device_address: false,
+            allocation_sizes: Default::default(),
+        })?;
+        let push_descriptor = khr::push_descriptor::Device::new(&instance.raw, &device);
+        let debug = instance
+            .debug_utils
+            .as_ref()
+            .map(|_| ext::debug_utils::Device::new(&instance.raw, &device));
+        tracing::info!(
+            "GPU: {} ({}, driver {}, Vulkan {})",
+            info.name,
+            info.device_type,
+            info.driver,
+            info.api_version
+        );
+        let gpu = Self {
+            instance,
+            physical,
+            device,
+            queue,
+            queue_family,
+            info,
+            push_descriptor,
+            debug,
+            allocator: Some(Arc::new(Mutex::new(allocator))),
+        };
+        Ok((gpu, surface))
+    }
+
+    pub fn allocator(&self) -> std::sync::MutexGuard<'_, Allocator> {
+        self.allocator.as_ref().unwrap().lock().unwrap()
+    }
+
+    /// Number of validation errors reported so far (0 when the layer is off).
+    pub fn validation_errors(&self) -> u32 {
+        self.instance.counter.errors()
+    }
+
+    /// Gives a Vulkan object a debug name, so validation messages and captures name it.
+    pub fn name<H: vk::Handle>(&self, handle: H, name: &str) {
+        let Some(debug) = &self.debug else { return };
+        let Ok(name) = CString::new(name) else { return };
+        let info = vk::DebugUtilsObjectNameInfoEXT::default()
+            .object_handle(handle)
+            .object_name(&name);
+        // SAFETY: the handle belongs to this device; naming has no other effect.
+        unsafe {
+            let _ = debug.set_debug_utils_object_name(&info);
+        }
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // SAFETY: owners of device objects destroyed them before dropping the context; waiting
+        // for idle makes sure nothing still executes when the device goes.
+        unsafe {
+            let _ = self.device.device_wait_idle();
+            self.allocator = None;
+            self.device.destroy_device(None);
+            self.instance.destroy();
+        }
+    }
+}
+
+fn pick_device(
+    instance: &ash::Instance,
+    filter: &str,
+    surface: Option<&SurfaceSupport>,
+) -> Result<(vk::PhysicalDevice, u32)> {
+    let devices = unsafe { instance.enumerate_physical_devices()? };
+    let mut candidates = Vec::new();
+    let mut names = Vec::new();
+    for (index, &pd) in devices.iter().enumerate() {
+        let props = unsafe { instance.get_physical_device_properties(pd) };
+        let name = props
+            .device_name_as_c_str()
+            .unwrap_or(c"?")
+            .to_string_lossy()
+            .into_owned();
+        names.push(format!("{index}: {name}"));
+        if !matches_filter(filter, index, &name) || props.api_version < vk::API_VERSION_1_3 {
+            continue;
+        }
+        let Some(family) = pick_queue_family(instance, pd, surface) else {
+            continue;
+        };
+        let rank = match props.device_type {
+            vk::PhysicalDeviceType::DISCRETE_GPU => 0,
+            vk::PhysicalDeviceType::INTEGRATED_GPU => 1,
+            vk::PhysicalDeviceType::VIRTUAL_GPU => 2,
+            _ => 3,
+        };
+        candidates.push((rank, index, pd, family));
+    }
+    candidates.sort_by_key(|c| (c.0, c.1));
+    candidates
+        .first()
+        .map(|c| (c.2, c.3))
+        .ok_or_else(|| {
+            Error::NoDevice(format!(
+                "none of [{}] matches `gpu.device = \"{filter}\"` with Vulkan 1.3 and a graphics+compute queue{}",
+                names.join(", "),
+                if surface.is_some() { " that can present" } else { "" }
+            ))
+        })
+}
+
+/// `filter` is empty (any), a device index, or a case-insensitive part of its name.
+pub fn matches_filter(filter: &str, index: usize, name: &str) -> bool {
+    let filter = filter.trim();
+    if filter.is_empty() {
+        return true;
+    }
+    match filter.parse::<usize>() {
+        Ok(i) => i == index,
+        Err(_) => name.to_lowercase().contains(&filter.to_lowercase()),
+    }
+}
+
+fn pick_queue_family(
+    instance: &ash::Instance,
+    pd: vk::PhysicalDevice,
+    surface: Option<&SurfaceSupport>,
+) -> Option<u32> {
+    let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
+    families.iter().enumerate().find_map(|(i, f)| {
+        let i = i as u32;
+        let flags = vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE;
+        let can_present = surface.is_none_or(|s| unsafe {
+            s.loader
+                .get_physical_device_surface_support(pd, i, s.surface)
+                .unwrap_or(false)
+        });
+        (f.queue_flags.contains(flags) && can_present).then_some(i)
+    })
+}
+
+fn read_info(instance: &ash::Instance, pd: vk::PhysicalDevice, family: u32) -> DeviceInfo {
+    let mut driver = vk::PhysicalDeviceDriverProperties::default();
+    let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver);
+    unsafe { instance.get_physical_device_properties2(pd, &mut props2) };
+    let props = props2.properties;
+    let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
+    let extensions =
+        unsafe { instance.enumerate_device_extension_properties(pd) }.unwrap_or_default();
+    let has = |name: &CStr| {
+        extensions
+            .iter()
+            .any(|e| e.extension_name_as_c_str() == Ok(name))
+    };
+    let v = props.api_version;
+    let cstr = |s: std::result::Result<&CStr, std::ffi::FromBytesUntilNulError>| {
+        s.map(|c| c.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    DeviceInfo {
+        name: cstr(props.device_name_as_c_str()),
+        driver: format!(
+            "{} {}",
+            cstr(driver.driver_name_as_c_str()),
+            cstr(driver.driver_info_as_c_str())
+        )
+        .trim()
+        .to_string(),
+        api_version: format!(
+            "{}.{}.{}",
+            vk::api_version_major(v),
+            vk::api_version_minor(v),
+            vk::api_version_patch(v)
+        ),
+        device_type: format!("{:?}", props.device_type),
+        timestamp_period: props.limits.timestamp_period,
+        timestamp_valid_bits: families[family as usize].timestamp_valid_bits,
+        max_image_dimension_2d: props.limits.max_image_dimension2_d,
+        external_memory_host: has(ext::external_memory_host::NAME),
+    }
+}
+
+fn create_device(
+    instance: &ash::Instance,
+    pd: vk::PhysicalDevice,
+    family: u32,
+    windowed: bool,
+    info: &DeviceInfo,
+) -> Result<ash::Device> {
+    let available = unsafe { instance.enumerate_device_extension_properties(pd)? };
+    let has = |name: &CStr| {
+        available
+            .iter()
+            .any(|e| e.extension_name_as_c_str() == Ok(name))
+    };
+    let mut extensions = vec![khr::push_descriptor::NAME];
+    if windowed {
+        extensions.push(khr::swapchain::NAME);
+    }
+    if let Some(missing) = extensions.iter().find(|e| !has(e)) {
+        return Err(Error::NoDevice(format!(
+            "{} lacks the extension {}",
+            info.name,
+            missing.to_string_lossy()
+        )));
+    }
+    let ext_ptrs: Vec<*const i8> = extensions.iter().map(|e| e.as_ptr()).collect();
+    let priorities = [1.0];
+    let queues = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(family)
+        .queue_priorities(&priorities)];
+    let mut v12 = vk::PhysicalDeviceVulkan12Features::default()
+        .timeline_semaphore(true)
+        .host_query_reset(true);
+    let mut v13 = vk::PhysicalDeviceVulkan13Features::default()
+        .synchronization2(true)
+        .dynamic_rendering(true)
+        // glslc's Vulkan 1.3 output declares work-group sizes with LocalSizeId.
+        .maintenance4(true);
+    let create = vk::DeviceCreateInfo::default()
+        .queue_create_infos(&queues)
+        .enabled_extension_names(&ext_ptrs)
+        .push_next(&mut v12)
+        .push_next(&mut v13);
+    Ok(unsafe { instance.create_device(pd, &create, None)? })
+}
+
+impl Gpu {
+    /// Records and runs a command buffer to completion. Load-time only (texture and mesh upload,
+    /// screenshot copies): it blocks until this one submission finishes, never the whole device.
+    pub fn one_shot(&self, record: impl FnOnce(vk::CommandBuffer)) -> Result<()> {
+        let pool_info = vk::CommandPoolCreateInfo::default()
+            .queue_family_index(self.queue_family)
+            .flags(vk::CommandPoolCreateFlags::TRANSIENT);
+        unsafe {
+            let pool = self.device.create_command_pool(&pool_info, None)?;
+            let alloc = vk::CommandBufferAllocateInfo::default()
+                .command_pool(pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1);
+            let cmd = self.device.allocate_command_buffers(&alloc)?[0];
+            let fence = self
+                .device
+                .create_fence(&vk::FenceCreateInfo::default(), None)?;
+            let run = (|| -> Result<()> {
+                super::frame::begin(self, cmd)?;
+                record(cmd);
+                self.device.end_command_buffer(cmd)?;
+                let cmds = [cmd];
+                let submit = vk::SubmitInfo::default().command_buffers(&cmds);
+                self.device.queue_submit(self.queue, &[submit], fence)?;
+                self.device.wait_for_fences(&[fence], true, u64::MAX)?;
+                Ok(())
+            })();
+            self.device.destroy_fence(fence, None);
+            self.device.destroy_command_pool(pool, None);
+            run
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches_filter;
+
+    #[test]
+    fn device_filter_matches_index_or_name_part() {
+        assert!(matches_filter("", 3, "llvmpipe"));
+        assert!(matches_filter("1", 1, "llvmpipe"));
+        assert!(!matches_filter("0", 1, "llvmpipe"));
+        assert!(matches_filter(
+            "LLVM",
+            0,
+            "llvmpipe (LLVM 15.0.6, 256 bits)"
+        ));
+        assert!(!matches_filter("nvidia", 0, "llvmpipe"));
+    }
+}

@@ -1,0 +1,21 @@
+//! The only place raw Vulkan lives: instance, device, swapchain, frames in flight, buffers,
+//! images, pipelines, barriers and timestamps.
+
+pub mod barrier;
+pub mod buffer;
+pub mod device;
+pub mod error;
+pub mod frame;
+pub mod image;
+pub mod instance;
+pub mod pipeline;
+pub mod swapchain;
+pub mod timestamps;
+
+pub use buffer::Buffer;
+pub use device::{DeviceInfo, Gpu};
+pub use error::{Error, Result};
+pub use frame::Frame;
+pub use image::{Image, ImageDesc};
+pub use instance::Validation;
+pub use pipeline::Pipeline;

@@ -1,0 +1,295 @@
+//! Shader modules, pipeline layouts with push descriptors, and compute/graphics pipelines.
+//! Pipelines are made at load time (or on a pattern/model switch), never per frame.
+
+use std::io::Cursor;
+
+use ash::vk;
+
+use super::{Gpu, Result};
+
+/// The SPIR-V of `shaders/<path>`, compiled by build.rs.
+#[macro_export]
+macro_rules! shader {
+    ($path:literal) => {
+        include_bytes!(concat!(env!("OUT_DIR"), "/shaders/", $path, ".spv"))
+    };
+}
+
+pub fn shader_module(gpu: &Gpu, name: &str, spirv: &[u8]) -> Result<vk::ShaderModule> {
+    let words = ash::util::read_spv(&mut Cursor::new(spirv)).expect("build.rs wrote valid SPIR-V");
+    let info = vk::ShaderModuleCreateInfo::default().code(&words);
+    let module = unsafe { gpu.device.create_shader_module(&info, None)? };
+    gpu.name(module, name);
+    Ok(module)
+}
+
+/// A pipeline with its layout and its one push-descriptor set layout.
+pub struct Pipeline {
+    pub raw: vk::Pipeline,
+    pub layout: vk::PipelineLayout,
+    pub set_layout: vk::DescriptorSetLayout,
+}
+
+impl Pipeline {
+    pub fn destroy(self, gpu: &Gpu) {
+        unsafe {
+            gpu.device.destroy_pipeline(self.raw, None);
+            gpu.device.destroy_pipeline_layout(self.layout, None);
+            gpu.device
+                .destroy_descriptor_set_layout(self.set_layout, None);
+        }
+    }
+}
+
+/// Set 0 is a push-descriptor set with these bindings (types in order, binding = index); one
+/// push-constant range of `push_size` bytes for `stages`.
+pub fn layout(
+    gpu: &Gpu,
+    name: &str,
+    bindings: &[vk::DescriptorType],
+    stages: vk::ShaderStageFlags,
+    push_size: u32,
+) -> Result<(vk::DescriptorSetLayout, vk::PipelineLayout)> {
+    let bindings: Vec<_> = bindings
+        .iter()
+        .enumerate()
+        .map(|(i, &ty)| {
+            vk::DescriptorSetLayoutBinding::default()
+                .binding(i as u32)
+                .descriptor_type(ty)
+                .descriptor_count(1)
+                .stage_flags(stages)
+        })
+        .collect();
+    let set_info = vk::DescriptorSetLayoutCreateInfo::default()
+        .flags(vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR)
+        .bindings(&bindings);
+    let set_layout = unsafe { gpu.device.create_descriptor_set_layout(&set_info, None)? };
+    let ranges = [vk::PushConstantRange {
+        stage_flags: stages,
+        offset: 0,
+        size: push_size,
+    }];
+    let set_layouts = [set_layout];
+    let mut info = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
+    if push_size > 0 {
+        info = info.push_constant_ranges(&ranges);
+    }
+    let layout = unsafe { gpu.device.create_pipeline_layout(&info, None)? };
+    gpu.name(set_layout, name);
+    gpu.name(layout, name);
+    Ok((set_layout, layout))
+}
+
+pub fn compute(
+    gpu: &Gpu,
+    name: &str,
+    spirv: &[u8],
+    bindings: &[vk::DescriptorType],
+    push_size: u32,
+) -> Result<Pipeline> {
+    let (set_layout, layout) = layout(
+        gpu,
+        name,
+        bindings,
+        vk::ShaderStageFlags::COMPUTE,
+        push_size,
+    )?;
+    let module = shader_module(gpu, name, spirv)?;
+    let stage = vk::PipelineShaderStageCreateInfo::default()
+        .stage(vk::ShaderStageFlags::COMPUTE)
+        .module(module)
+        .name(c"main");
+    let info = vk::ComputePipelineCreateInfo::default()
+        .stage(stage)
+        .layout(layout);
+    let result = unsafe {
+        gpu.device
+            .create_compute_pipelines(vk::PipelineCache::null(), &[info], None)
+    };
+    unsafe { gpu.device.destroy_shader_module(module, None) };
+    let raw = result.map_err(|(_, e)| e)?[0];
+    gpu.name(raw, name);
+    Ok(Pipeline {
+        raw,
+        layout,
+        set_layout,
+    })
+}
+
+/// What differs between the program's graphics pipelines.
+pub struct GraphicsDesc<'a> {
+    pub name: &'a str,
+    pub vertex: &'a [u8],
+    pub fragment: &'a [u8],
+    pub bindings: &'a [vk::DescriptorType],
+    pub push_size: u32,
+    pub vertex_stride: u32,
+    pub attributes: &'a [vk::VertexInputAttributeDescription],
+    pub color_format: vk::Format,
+    pub depth: Option<(vk::Format, bool)>,
+    pub cull: vk::CullModeFlags,
+}
+
+pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
+    let stages_flags = vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT;
+    let (set_layout, layout) = layout(gpu, desc.name, desc.bindings, stages_flags, desc.push_size)?;
+    let vs = shader_module(gpu, desc.name, desc.vertex)?;
+    let fs = shader_module(gpu, desc.name, desc.fragment)?;
+    let stages = [
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::VERTEX)
+            .module(vs)
+            .name(c"main"),
+        vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::FRAGMENT)
+            .module(fs)
+            .name(c"main"),
+    ];
+    let vb = [vk::VertexInputBindingDescription {
+        binding: 0,
+        stride: desc.vertex_stride,
+        input_rate: vk::VertexInputRate::VERTEX,
+    }];
+    let mut vertex_input = vk::PipelineVertexInputStateCreateInfo::default();
+    if desc.vertex_stride > 0 {
+        vertex_input = vertex_input
+            .vertex_binding_descriptions(&vb)
+            .vertex_attribute_descriptions(desc.attributes);
+    }
+    let assembly = vk::PipelineInputAssemblyStateCreateInfo::default()
+        .topology(vk::PrimitiveTopology::TRIANGLE_LIST);
+    let viewport = vk::PipelineViewportStateCreateInfo::default()
+        .viewport_count(1)
+        .scissor_count(1);
+    let raster = vk::PipelineRasterizationStateCreateInfo::default()
+        .polygon_mode(vk::PolygonMode::FILL)
+        .cull_mode(desc.cull)
+        .front_face(vk::FrontFace::COUNTER_CLOCKWISE)
+        .line_width(1.0);
+    let multisample = vk::PipelineMultisampleStateCreateInfo::default()
+        .rasterization_samples(vk::SampleCountFlags::TYPE_1);
+    let (depth_format, depth_write) = desc.depth.unwrap_or((vk::Format::UNDEFINED, false));
+    let depth = vk::PipelineDepthStencilStateCreateInfo::default()
+        .depth_test_enable(desc.depth.is_some())
+        .depth_write_enable(depth_write)
+        .depth_compare_op(vk::CompareOp::LESS_OR_EQUAL);
+    let blend_attachment = [vk::PipelineColorBlendAttachmentState::default()
+        .color_write_mask(vk::ColorComponentFlags::RGBA)];
+    let blend = vk::PipelineColorBlendStateCreateInfo::default().attachments(&blend_attachment);
+    let dynamic_states = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
+    let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic_states);
+    let color_formats = [desc.color_format];
+    let mut rendering = vk::PipelineRenderingCreateInfo::default()
+        .color_attachment_formats(&color_formats)
+        .depth_attachment_format(depth_format);
+    let info = vk::GraphicsPipelineCreateInfo::default()
+        .stages(&stages)
+        .vertex_input_state(&vertex_input)
+        .input_assembly_state(&assembly)
+        .viewport_state(&viewport)
+        .rasterization_state(&raster)
+        .multisample_state(&multisample)
+        .depth_stencil_state(&depth)
+        .color_blend_state(&blend)
+        .dynamic_state(&dynamic)
+        .layout(layout)
+        .push_next(&mut rendering);
+    let result = unsafe {
+        gpu.device
+            .create_graphics_pipelines(vk::PipelineCache::null(), &[info], None)
+    };
+    unsafe {
+        gpu.device.destroy_shader_module(vs, None);
+        gpu.device.destroy_shader_module(fs, None);
+    }
+    let raw = result.map_err(|(_, e)| e)?[0];
+    gpu.name(raw, desc.name);
+    Ok(Pipeline {
+        raw,
+        layout,
+        set_layout,
+    })
+}
+
+/// Writes for one push-descriptor update; kept here so passes only list their resources.
+pub enum Binding {
+    SampledImage(vk::ImageView, vk::Sampler),
+    StorageImage(vk::ImageView),
+    StorageBuffer(vk::Buffer),
+}
+
+/// Pushes set 0 of `pipeline` with `bindings` (binding = index).
+///
+/// # Safety
+/// `cmd` is recording and the resources stay alive until the command buffer completes.
+pub unsafe fn push_descriptors(
+    gpu: &Gpu,
+    cmd: vk::CommandBuffer,
+    bind_point: vk::PipelineBindPoint,
+    pipeline: &Pipeline,
+    bindings: &[Binding],
+) {
+    let images: Vec<[vk::DescriptorImageInfo; 1]> = bindings
+        .iter()
+        .map(|b| match *b {
+            Binding::SampledImage(view, sampler) => [vk::DescriptorImageInfo {
+                sampler,
+                image_view: view,
+                image_layout: vk::ImageLayout::SHADER_READ_ONLY_OPTIMAL,
+            }],
+            Binding::StorageImage(view) => [vk::DescriptorImageInfo {
+                sampler: vk::Sampler::null(),
+                image_view: view,
+                image_layout: vk::ImageLayout::GENERAL,
+            }],
+            Binding::StorageBuffer(_) => [vk::DescriptorImageInfo::default()],
+        })
+        .collect();
+    let buffers: Vec<[vk::DescriptorBufferInfo; 1]> = bindings
+        .iter()
+        .map(|b| match *b {
+            Binding::StorageBuffer(buffer) => [vk::DescriptorBufferInfo {
+                buffer,
+                offset: 0,
+                range: vk::WHOLE_SIZE,
+            }],
+            _ => [vk::DescriptorBufferInfo::default()],
+        })
+        .collect();
+    let writes: Vec<vk::WriteDescriptorSet> = bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let write = vk::WriteDescriptorSet::default().dst_binding(i as u32);
+            match b {
+                Binding::SampledImage(..) => write
+                    .descriptor_type(vk::DescriptorType::COMBINED_IMAGE_SAMPLER)
+                    .image_info(&images[i]),
+                Binding::StorageImage(..) => write
+                    .descriptor_type(vk::DescriptorType::STORAGE_IMAGE)
+                    .image_info(&images[i]),
+                Binding::StorageBuffer(..) => write
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(&buffers[i]),
+            }
+        })
+        .collect();
+    gpu.push_descriptor
+        .cmd_push_descriptor_set(cmd, bind_point, pipeline.layout, 0, &writes);
+}
+
+/// Push constants as bytes of a plain-old-data struct.
+///
+/// # Safety
+/// `cmd` is recording with a pipeline of `pipeline`'s layout.
+pub unsafe fn push_constants<T: bytemuck::Pod>(
+    gpu: &Gpu,
+    cmd: vk::CommandBuffer,
+    pipeline: &Pipeline,
+    stages: vk::ShaderStageFlags,
+    value: &T,
+) {
+    gpu.device
+        .cmd_push_constants(cmd, pipeline.layout, stages, 0, bytemuck::bytes_of(value));
+}

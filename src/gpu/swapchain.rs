@@ -1,0 +1,191 @@
+//! The window's swapchain. Out-of-date and suboptimal are control flow (recreate), not errors.
+
+use ash::{khr, vk};
+
+use super::{Gpu, Result};
+
+pub struct Swapchain {
+    loader: khr::swapchain::Device,
+    pub raw: vk::SwapchainKHR,
+    pub images: Vec<vk::Image>,
+    pub views: Vec<vk::ImageView>,
+    pub format: vk::Format,
+    pub extent: vk::Extent2D,
+    /// One per swapchain image: signalled by the frame's last submission that wrote the image,
+    /// waited on by `vkQueuePresentKHR` for that image.
+    pub present_ready: Vec<vk::Semaphore>,
+}
+
+/// What acquiring an image told us.
+pub enum Acquired {
+    Image(u32),
+    /// The swapchain no longer matches the surface: recreate it and skip this frame.
+    OutOfDate,
+}
+
+impl Swapchain {
+    pub fn new(
+        gpu: &Gpu,
+        surface_loader: &khr::surface::Instance,
+        surface: vk::SurfaceKHR,
+        window: vk::Extent2D,
+        vsync: bool,
+        old: Option<&Swapchain>,
+    ) -> Result<Self> {
+        let caps = unsafe {
+            surface_loader.get_physical_device_surface_capabilities(gpu.physical, surface)?
+        };
+        let formats =
+            unsafe { surface_loader.get_physical_device_surface_formats(gpu.physical, surface)? };
+        let modes = unsafe {
+            surface_loader.get_physical_device_surface_present_modes(gpu.physical, surface)?
+        };
+        let format = choose_format(&formats);
+        let present_mode = choose_present_mode(&modes, vsync);
+        let extent = if caps.current_extent.width != u32::MAX {
+            caps.current_extent
+        } else {
+            vk::Extent2D {
+                width: window
+                    .width
+                    .clamp(caps.min_image_extent.width, caps.max_image_extent.width),
+                height: window
+                    .height
+                    .clamp(caps.min_image_extent.height, caps.max_image_extent.height),
+            }
+        };
+        let mut count = caps.min_image_count + 1;
+        if caps.max_image_count > 0 {
+            count = count.min(caps.max_image_count);
+        }
+        let info = vk::SwapchainCreateInfoKHR::default()
+            .surface(surface)
+            .min_image_count(count)
+            .image_format(format.format)
+            .image_color_space(format.color_space)
+            .image_extent(extent)
+            .image_array_layers(1)
+            .image_usage(vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSFER_SRC)
+            .image_sharing_mode(vk::SharingMode::EXCLUSIVE)
+            .pre_transform(caps.current_transform)
+            .composite_alpha(vk::CompositeAlphaFlagsKHR::OPAQUE)
+            .present_mode(present_mode)
+            .clipped(true)
+            .old_swapchain(old.map_or(vk::SwapchainKHR::null(), |o| o.raw));
+        let loader = khr::swapchain::Device::new(&gpu.instance.raw, &gpu.device);
+        let raw = unsafe { loader.create_swapchain(&info, None)? };
+        let images = unsafe { loader.get_swapchain_images(raw)? };
+        let mut views = Vec::with_capacity(images.len());
+        let mut present_ready = Vec::with_capacity(images.len());
+        for (i, &image) in images.iter().enumerate() {
+            let view_info = vk::ImageViewCreateInfo::default()
+                .image(image)
+                .view_type(vk::ImageViewType::TYPE_2D)
+                .format(format.format)
+                .subresource_range(super::barrier::color_range());
+            let view = unsafe { gpu.device.create_image_view(&view_info, None)? };
+            let sem = unsafe {
+                gpu.device
+                    .create_semaphore(&vk::SemaphoreCreateInfo::default(), None)?
+            };
+            gpu.name(image, &format!("swapchain image {i}"));
+            gpu.name(view, &format!("swapchain view {i}"));
+            gpu.name(sem, &format!("present-ready semaphore {i}"));
+            views.push(view);
+            present_ready.push(sem);
+        }
+        tracing::debug!(
+            "swapchain {}x{} {:?} {:?}, {} images",
+            extent.width,
+            extent.height,
+            format.format,
+            present_mode,
+            images.len()
+        );
+        Ok(Self {
+            loader,
+            raw,
+            images,
+            views,
+            format: format.format,
+            extent,
+            present_ready,
+        })
+    }
+
+    /// `signal` is signalled when the image may be written.
+    pub fn acquire(&self, signal: vk::Semaphore) -> Result<Acquired> {
+        let result = unsafe {
+            self.loader
+                .acquire_next_image(self.raw, u64::MAX, signal, vk::Fence::null())
+        };
+        match result {
+            // A suboptimal image is still usable; present reports it and we recreate then.
+            Ok((index, _suboptimal)) => Ok(Acquired::Image(index)),
+            Err(vk::Result::ERROR_OUT_OF_DATE_KHR) => Ok(Acquired::OutOfDate),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Returns true when the swapchain should be recreated.
+    pub fn present(&self, queue: vk::Queue, index: u32) -> Result<bool> {
+        let waits = [self.present_ready[index as usize]];
+        let swapchains = [self.raw];
+        let indices = [index];
+        let info = vk::PresentInfoKHR::default()
+            .wait_semaphores(&waits)
+            .swapchains(&swapchains)
+            .image_indices(&indices);
+        match unsafe { self.loader.queue_present(queue, &info) } {
+            Ok(suboptimal) => Ok(suboptimal),
+            Err(vk::Result::ERROR_OUT_OF_DATE_KHR) => Ok(true),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// # Safety
+    /// No submitted work still uses the images or semaphores (the caller waited on the frame fences).
+    pub unsafe fn destroy(self, gpu: &Gpu) {
+        for &view in &self.views {
+            gpu.device.destroy_image_view(view, None);
+        }
+        for &sem in &self.present_ready {
+            gpu.device.destroy_semaphore(sem, None);
+        }
+        self.loader.destroy_swapchain(self.raw, None);
+    }
+}
+
+/// UNORM first: every pass writes display-encoded (sRGB) values itself.
+fn choose_format(formats: &[vk::SurfaceFormatKHR]) -> vk::SurfaceFormatKHR {
+    let preferred = [vk::Format::B8G8R8A8_UNORM, vk::Format::R8G8B8A8_UNORM];
+    preferred
+        .iter()
+        .find_map(|&f| formats.iter().find(|s| s.format == f).copied())
+        .unwrap_or(formats[0])
+}
+
+fn choose_present_mode(modes: &[vk::PresentModeKHR], vsync: bool) -> vk::PresentModeKHR {
+    let order: &[vk::PresentModeKHR] = if vsync {
+        &[vk::PresentModeKHR::FIFO]
+    } else {
+        &[
+            vk::PresentModeKHR::MAILBOX,
+            vk::PresentModeKHR::IMMEDIATE,
+            vk::PresentModeKHR::FIFO,
+        ]
+    };
+    order
+        .iter()
+        .copied()
+        .find(|m| modes.contains(m))
+        .unwrap_or(vk::PresentModeKHR::FIFO)
+}
+
+/// True when the format stores sRGB-encoded values itself (the composite then writes linear).
+pub fn is_srgb(format: vk::Format) -> bool {
+    matches!(
+        format,
+        vk::Format::B8G8R8A8_SRGB | vk::Format::R8G8B8A8_SRGB
+    )
+}

@@ -1,0 +1,176 @@
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use upscale_demo::app::config::Config;
+use upscale_demo::app::headless::{self, HeadlessArgs};
+use upscale_demo::app::window::{self, WindowArgs};
+use upscale_demo::app::{has_display, paths};
+use upscale_demo::game::textures;
+use upscale_demo::upscale::Pattern;
+
+#[derive(Parser)]
+#[command(
+    name = "upscale-demo",
+    version,
+    about = "Real-time AI-upscaling demo game on Vulkan"
+)]
+struct Cli {
+    /// Config file (default: config.toml of the project).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Quit after this many frames (windowed smoke tests).
+    #[arg(long)]
+    exit_after_frames: Option<u64>,
+    /// Write summary.json here when the window closes.
+    #[arg(long)]
+    summary: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Render the scripted camera path offscreen; writes last.png and summary.json.
+    Headless {
+        #[arg(long, default_value_t = 60)]
+        frames: u64,
+        #[arg(long, default_value = "out/headless")]
+        out: PathBuf,
+        /// Upscaler pattern (default: from the config).
+        #[arg(long, value_parser = parse_pattern)]
+        pattern: Option<Pattern>,
+        /// ONNX model for the ML patterns (default: from the config).
+        #[arg(long)]
+        model: Option<PathBuf>,
+        /// Cycle through the available patterns every N frames.
+        #[arg(long)]
+        switch_every: Option<u64>,
+    },
+    /// Regenerate the texture PNGs in assets/.
+    GenAssets {
+        #[arg(long, default_value = "assets")]
+        out: PathBuf,
+    },
+}
+
+fn parse_pattern(s: &str) -> Result<Pattern, String> {
+    Pattern::parse(s)
+        .ok_or_else(|| format!("unknown pattern \"{s}\"; one of: {}", Pattern::names()))
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,winit=warn,egui_ash_renderer=warn".into()),
+        )
+        .with_target(false)
+        .init();
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
+    match path {
+        Some(p) => Ok(Config::load(p)?),
+        None => {
+            let default = paths::root().join("config.toml");
+            if default.exists() {
+                Ok(Config::load(&default)?)
+            } else {
+                tracing::warn!("{} not found: using built-in defaults", default.display());
+                Ok(Config::default())
+            }
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut config = load_config(cli.config.as_deref())?;
+    match cli.command {
+        Some(Command::GenAssets { out }) => {
+            textures::write_all(&out)?;
+            println!("textures written to {}", out.display());
+            Ok(())
+        }
+        Some(Command::Headless {
+            frames,
+            out,
+            pattern,
+            model,
+            switch_every,
+        }) => {
+            if let Some(m) = model {
+                config.upscale.model = m;
+            }
+            run_headless(
+                &config,
+                HeadlessArgs {
+                    frames,
+                    out,
+                    pattern,
+                    switch_every,
+                },
+            )
+        }
+        None => {
+            let args = WindowArgs {
+                exit_after_frames: cli.exit_after_frames,
+                summary: cli.summary,
+                screenshot_dir: PathBuf::from("screenshots"),
+            };
+            if !has_display() {
+                eprintln!(
+                    "No display found (DISPLAY and WAYLAND_DISPLAY are unset): running the headless mode instead.\n\
+                     It renders the scripted camera path; see out/headless/last.png and summary.json."
+                );
+                let frames = cli.exit_after_frames.unwrap_or(300);
+                let out = PathBuf::from("out/headless");
+                return run_headless(
+                    &config,
+                    HeadlessArgs {
+                        frames,
+                        out,
+                        pattern: None,
+                        switch_every: None,
+                    },
+                );
+            }
+            window::run(config, args).context("windowed run")
+        }
+    }
+}
+
+fn run_headless(config: &Config, args: HeadlessArgs) -> anyhow::Result<()> {
+    let out = args.out.clone();
+    let s = headless::run(config, &args)?;
+    let f = s.frame_ms.map_or(0.0, |p| p.p50_ms);
+    println!(
+        "{} frames of {} at {}x{} -> {}x{} on {}: frame p50 {:.2} ms, validation errors {}",
+        s.frames,
+        s.pattern,
+        s.render_size[0],
+        s.render_size[1],
+        s.output_size[0],
+        s.output_size[1],
+        s.device.name,
+        f,
+        s.validation_errors
+    );
+    for (name, st) in &s.stages {
+        println!(
+            "  {name:<24} p50 {:>8.3} ms  p99 {:>8.3} ms",
+            st.p50_ms, st.p99_ms
+        );
+    }
+    println!(
+        "wrote {}/last.png and {}/summary.json",
+        out.display(),
+        out.display()
+    );
+    Ok(())
+}

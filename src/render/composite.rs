@@ -1,0 +1,166 @@
+//! The composite pass: puts the upscaled image on the target (swapchain image or headless
+//! image), letterboxed to keep its aspect ratio; the UI is drawn after it.
+
+use ash::vk;
+
+use crate::gpu::pipeline::{self, Binding, GraphicsDesc};
+use crate::gpu::{self, Gpu, Image, Pipeline};
+use crate::shader;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct CompositePush {
+    srgb_target: u32,
+}
+
+pub struct CompositePass {
+    pipeline: Pipeline,
+    pub format: vk::Format,
+    linear: vk::Sampler,
+    nearest: vk::Sampler,
+}
+
+impl CompositePass {
+    pub fn new(gpu: &Gpu, format: vk::Format) -> gpu::Result<Self> {
+        let pipeline = pipeline::graphics(
+            gpu,
+            &GraphicsDesc {
+                name: "composite",
+                vertex: shader!("render/fullscreen.vert"),
+                fragment: shader!("render/composite.frag"),
+                bindings: &[vk::DescriptorType::COMBINED_IMAGE_SAMPLER],
+                push_size: std::mem::size_of::<CompositePush>() as u32,
+                vertex_stride: 0,
+                attributes: &[],
+                color_format: format,
+                depth: None,
+                cull: vk::CullModeFlags::NONE,
+            },
+        )?;
+        Ok(Self {
+            pipeline,
+            format,
+            linear: gpu::image::create_sampler(gpu, "composite linear", true, false, 0.0)?,
+            nearest: gpu::image::create_sampler(gpu, "composite nearest", false, false, 0.0)?,
+        })
+    }
+
+    /// Draws `source` (in `barrier::SAMPLED`) into `target_view` (in `barrier::COLOR_WRITE`),
+    /// clearing the letterbox bars.
+    ///
+    /// # Safety
+    /// `cmd` is recording outside a rendering scope.
+    pub unsafe fn record(
+        &self,
+        gpu: &Gpu,
+        cmd: vk::CommandBuffer,
+        source: &Image,
+        target_view: vk::ImageView,
+        target: vk::Extent2D,
+    ) {
+        let device = &gpu.device;
+        let color = [vk::RenderingAttachmentInfo::default()
+            .image_view(target_view)
+            .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+            .load_op(vk::AttachmentLoadOp::CLEAR)
+            .store_op(vk::AttachmentStoreOp::STORE)
+            .clear_value(vk::ClearValue {
+                color: vk::ClearColorValue {
+                    float32: [0.0, 0.0, 0.0, 1.0],
+                },
+            })];
+        let info = vk::RenderingInfo::default()
+            .render_area(vk::Rect2D {
+                offset: vk::Offset2D::default(),
+                extent: target,
+            })
+            .layer_count(1)
+            .color_attachments(&color);
+        device.cmd_begin_rendering(cmd, &info);
+        let rect = letterbox(source.extent(), target);
+        super::scene::set_viewport_rect(device, cmd, rect);
+        device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.pipeline.raw);
+        // Pixel-exact when sizes match, so the headless image is exactly the upscaler's output.
+        let sampler = if rect.extent == source.extent() {
+            self.nearest
+        } else {
+            self.linear
+        };
+        pipeline::push_descriptors(
+            gpu,
+            cmd,
+            vk::PipelineBindPoint::GRAPHICS,
+            &self.pipeline,
+            &[Binding::SampledImage(source.view, sampler)],
+        );
+        let push = CompositePush {
+            srgb_target: gpu::swapchain::is_srgb(self.format) as u32,
+        };
+        pipeline::push_constants(
+            gpu,
+            cmd,
+            &self.pipeline,
+            vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
+            &push,
+        );
+        device.cmd_draw(cmd, 3, 1, 0, 0);
+        device.cmd_end_rendering(cmd);
+    }
+
+    pub fn destroy(self, gpu: &Gpu) {
+        self.pipeline.destroy(gpu);
+        unsafe {
+            gpu.device.destroy_sampler(self.linear, None);
+            gpu.device.destroy_sampler(self.nearest, None);
+        }
+    }
+}
+
+/// The largest rectangle of `source`'s aspect ratio centred in `target`.
+pub fn letterbox(source: vk::Extent2D, target: vk::Extent2D) -> vk::Rect2D {
+    let sw = source.width as u64;
+    let sh = source.height as u64;
+    let tw = target.width as u64;
+    let th = target.height as u64;
+    let (w, h) = if tw * sh <= th * sw {
+        (tw, (tw * sh / sw).max(1))
+    } else {
+        ((th * sw / sh).max(1), th)
+    };
+    vk::Rect2D {
+        offset: vk::Offset2D {
+            x: ((tw - w) / 2) as i32,
+            y: ((th - h) / 2) as i32,
+        },
+        extent: vk::Extent2D {
+            width: w as u32,
+            height: h as u32,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::letterbox;
+    use ash::vk::Extent2D;
+
+    fn e(width: u32, height: u32) -> Extent2D {
+        Extent2D { width, height }
+    }
+
+    #[test]
+    fn letterbox_keeps_aspect_and_centres() {
+        let same = letterbox(e(1280, 720), e(1280, 720));
+        assert_eq!(
+            (same.offset.x, same.offset.y, same.extent),
+            (0, 0, e(1280, 720))
+        );
+        let tall = letterbox(e(1280, 720), e(800, 800));
+        assert_eq!(tall.extent, e(800, 450));
+        assert_eq!((tall.offset.x, tall.offset.y), (0, 175));
+        let wide = letterbox(e(1280, 720), e(2000, 720));
+        assert_eq!(wide.extent, e(1280, 720));
+        assert_eq!(wide.offset.x, 360);
+        assert_eq!(letterbox(e(1280, 720), e(1, 1)).extent, e(1, 1));
+    }
+}

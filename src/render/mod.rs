@@ -1,0 +1,552 @@
+//! The frame: scene pass at render resolution → upscaler → composite → UI, recorded into the
+//! current frame slot's command buffer(s) and submitted. Owns everything a frame needs except the
+//! presentation target, which the caller supplies (swapchain image or headless image).
+
+pub mod composite;
+pub mod overlay;
+pub mod scene;
+pub mod stats;
+
+use std::time::Instant;
+
+use anyhow::Context as _;
+use ash::vk;
+use egui_ash_renderer::allocator::GpuAllocator;
+
+use crate::game::world::World;
+use crate::gpu::barrier::{self, State, Transition};
+use crate::gpu::frame::{self, Frame};
+use crate::gpu::{self, Gpu, Image, ImageDesc};
+use crate::upscale::{self, FrameIo, HostTimes, Pattern, Upscaler};
+use composite::CompositePass;
+use scene::{ScenePass, SceneTargets};
+use stats::{FrameRecord, Stats};
+
+/// Frames the CPU may record ahead of the GPU.
+pub const FRAMES_IN_FLIGHT: usize = 2;
+
+/// Where this frame's final image goes.
+pub struct Target {
+    pub image: vk::Image,
+    pub view: vk::ImageView,
+    pub extent: vk::Extent2D,
+    /// How the previous user left the image (contents are always overwritten).
+    pub initial: State,
+    /// The state the image must be in when the frame ends (PRESENT for the swapchain).
+    pub final_state: State,
+    /// Swapchain acquire semaphore, waited on before the composite writes the image.
+    pub wait: Option<vk::Semaphore>,
+    /// Present-ready semaphore, signalled by the frame's last submission.
+    pub signal: Option<vk::Semaphore>,
+    /// A host-readable buffer to copy the composited image into, before the UI is drawn.
+    pub capture: Option<vk::Buffer>,
+}
+
+/// The UI to draw on top this frame (egui output, already tessellated).
+pub struct UiFrame<'a> {
+    pub primitives: &'a [egui::ClippedPrimitive],
+    pub pixels_per_point: f32,
+    /// Drained here: uploads happen before the frame, frees after its fence.
+    pub textures: &'a mut egui::TexturesDelta,
+}
+
+pub struct Renderer {
+    frames: Vec<Frame>,
+    /// The frame number each slot last submitted, to attach its GPU times when they arrive.
+    slot_frame: [Option<u64>; FRAMES_IN_FLIGHT],
+    frame_number: u64,
+    scene: ScenePass,
+    targets: SceneTargets,
+    output: Image,
+    composite: CompositePass,
+    upscaler: Box<dyn Upscaler>,
+    /// Timeline for the split frame of host-step patterns: submission A signals `n`, the host
+    /// waits for `n` before the host step. Only the queue signals it; only the host waits on it.
+    timeline: vk::Semaphore,
+    timeline_value: u64,
+    egui: egui_ash_renderer::Renderer<GpuAllocator>,
+    egui_pool: vk::CommandPool,
+    egui_free: [Vec<egui::TextureId>; FRAMES_IN_FLIGHT],
+    pub stats: Stats,
+    last_frame_start: Option<Instant>,
+    spans: Vec<(&'static str, f64)>,
+    /// The `upscale` span of a split frame, opened in command buffer A and closed in B.
+    open_span: Option<gpu::timestamps::Span>,
+}
+
+/// The image sizes of the pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    pub render: vk::Extent2D,
+    pub output: vk::Extent2D,
+}
+
+impl Renderer {
+    pub fn new(
+        gpu: &Gpu,
+        world: &World,
+        textures: &[image::RgbaImage],
+        sizes: Sizes,
+        target_format: vk::Format,
+        pattern: Pattern,
+    ) -> anyhow::Result<Self> {
+        let frames = (0..FRAMES_IN_FLIGHT)
+            .map(|i| Frame::new(gpu, i))
+            .collect::<gpu::Result<Vec<_>>>()?;
+        let scene = ScenePass::new(gpu, world, textures)?;
+        let targets = SceneTargets::new(gpu, sizes.render)?;
+        let output = Image::new(
+            gpu,
+            "upscaled output",
+            ImageDesc::new_2d(
+                sizes.output,
+                scene::COLOR_FORMAT,
+                vk::ImageUsageFlags::STORAGE
+                    | vk::ImageUsageFlags::SAMPLED
+                    | vk::ImageUsageFlags::TRANSFER_DST
+                    | vk::ImageUsageFlags::TRANSFER_SRC,
+            ),
+        )?;
+        let composite = CompositePass::new(gpu, target_format)?;
+        let upscaler = upscale::create(gpu, pattern, &targets.color, &output)?;
+        let timeline = frame::timeline_semaphore(gpu, "frame timeline")?;
+        let egui = egui_ash_renderer::Renderer::with_gpu_allocator(
+            gpu.allocator.clone().unwrap(),
+            gpu.device.clone(),
+            egui_ash_renderer::RenderMode::DynamicRendering(egui_ash_renderer::DynamicRendering {
+                color_attachment_format: target_format,
+                depth_attachment_format: None,
+                stencil_attachment_format: None,
+            }),
+            egui_ash_renderer::Options {
+                in_flight_frames: FRAMES_IN_FLIGHT,
+                srgb_framebuffer: gpu::swapchain::is_srgb(target_format),
+                ..Default::default()
+            },
+        )
+        .context("creating the egui renderer")?;
+        let pool_info = vk::CommandPoolCreateInfo::default()
+            .queue_family_index(gpu.queue_family)
+            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+        let egui_pool = unsafe { gpu.device.create_command_pool(&pool_info, None)? };
+        gpu.name(egui_pool, "egui texture uploads");
+        Ok(Self {
+            frames,
+            slot_frame: [None; FRAMES_IN_FLIGHT],
+            frame_number: 0,
+            scene,
+            targets,
+            output,
+            composite,
+            upscaler,
+            timeline,
+            timeline_value: 0,
+            egui,
+            egui_pool,
+            egui_free: Default::default(),
+            stats: Stats::new(600),
+            last_frame_start: None,
+            spans: Vec::with_capacity(32),
+            open_span: None,
+        })
+    }
+
+    pub fn pattern(&self) -> Pattern {
+        self.upscaler.pattern()
+    }
+
+    pub fn frame_number(&self) -> u64 {
+        self.frame_number
+    }
+
+    pub fn sizes(&self) -> Sizes {
+        Sizes {
+            render: self.targets.color.extent(),
+            output: self.output.extent(),
+        }
+    }
+
+    pub fn host_copy_bytes(&self) -> u64 {
+        self.upscaler.host_copy_bytes()
+    }
+
+    /// Replaces the upscaler. The old one goes to the deferred-destroy list of the slot that
+    /// submitted last: when that slot's fence next signals, every frame that used it is done.
+    pub fn switch_pattern(&mut self, gpu: &Gpu, pattern: Pattern) -> anyhow::Result<()> {
+        if pattern == self.upscaler.pattern() {
+            return Ok(());
+        }
+        let new = upscale::create(gpu, pattern, &self.targets.color, &self.output)?;
+        let old = std::mem::replace(&mut self.upscaler, new);
+        let last_slot = self.last_slot();
+        self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
+        tracing::info!("upscaler: {pattern}");
+        Ok(())
+    }
+
+    fn last_slot(&self) -> usize {
+        (self.frame_number + FRAMES_IN_FLIGHT as u64 - 1) as usize % FRAMES_IN_FLIGHT
+    }
+
+    /// Records and submits one frame. `acquire` gets the slot's acquire semaphore and returns the
+    /// target, or None to skip the frame (out-of-date swapchain). Returns whether it submitted.
+    pub fn render(
+        &mut self,
+        gpu: &Gpu,
+        world: &World,
+        mut ui: Option<&mut UiFrame>,
+        acquire: &mut dyn FnMut(vk::Semaphore) -> gpu::Result<Option<Target>>,
+    ) -> anyhow::Result<bool> {
+        let start = Instant::now();
+        let slot = self.frame_number as usize % FRAMES_IN_FLIGHT;
+        self.begin_slot(gpu, slot)?;
+        // Before acquiring, so a skipped frame does not lose texture updates.
+        if let Some(ui) = ui.as_deref_mut() {
+            self.upload_ui_textures(gpu, slot, ui)?;
+        }
+        let Some(target) = acquire(self.frames[slot].acquired)? else {
+            return Ok(false);
+        };
+        let ui = ui.as_deref();
+        let mut host = HostTimes::new();
+        let cmd = unsafe { self.record_until_split(gpu, slot, world)? };
+        let cmd = if self.upscaler.host_step() {
+            unsafe { self.split_for_host_step(gpu, slot, cmd, &mut host)? }
+        } else {
+            cmd
+        };
+        unsafe {
+            self.record_tail(gpu, slot, cmd, &target, ui)?;
+            self.submit_tail(gpu, slot, cmd, &target)?;
+        }
+        let now = Instant::now();
+        let frame_ms = self
+            .last_frame_start
+            .map_or(0.0, |t| (now - t).as_secs_f64() * 1e3);
+        self.last_frame_start = Some(start);
+        self.stats.push(FrameRecord {
+            frame: self.frame_number,
+            frame_ms: if self.frame_number == 0 {
+                0.0
+            } else {
+                frame_ms
+            },
+            cpu_ms: (now - start).as_secs_f64() * 1e3,
+            gpu: Vec::new(),
+            host,
+            host_copy_bytes: self.upscaler.host_copy_bytes(),
+        });
+        self.slot_frame[slot] = Some(self.frame_number);
+        self.frame_number += 1;
+        Ok(true)
+    }
+
+    /// Waits for the slot's previous frame, collects its GPU times, frees what waited for it.
+    fn begin_slot(&mut self, gpu: &Gpu, slot: usize) -> anyhow::Result<()> {
+        let frame = &mut self.frames[slot];
+        frame.wait_and_reset(gpu)?;
+        self.spans.clear();
+        frame.timestamps.collect(gpu, &mut self.spans);
+        if let Some(n) = self.slot_frame[slot].take() {
+            self.stats.add_gpu(n, &self.spans);
+        }
+        for id in self.egui_free[slot].drain(..) {
+            self.egui.free_texture(id)?;
+        }
+        Ok(())
+    }
+
+    fn upload_ui_textures(
+        &mut self,
+        gpu: &Gpu,
+        slot: usize,
+        ui: &mut UiFrame,
+    ) -> anyhow::Result<()> {
+        // Rare (fonts, new images): egui-ash-renderer uploads and waits for the queue here.
+        for (id, deltas) in ui.textures.set.drain() {
+            for delta in &deltas {
+                self.egui
+                    .set_texture(gpu.queue, self.egui_pool, id, delta)?;
+            }
+        }
+        self.egui_free[slot].extend(ui.textures.free.drain());
+        Ok(())
+    }
+
+    /// Scene pass and the upscaler's first part, into `cmd[0]`.
+    unsafe fn record_until_split(
+        &mut self,
+        gpu: &Gpu,
+        slot: usize,
+        world: &World,
+    ) -> anyhow::Result<vk::CommandBuffer> {
+        let frame = &mut self.frames[slot];
+        let cmd = frame.cmd[0];
+        frame::begin(gpu, cmd)?;
+        let span = frame.timestamps.begin(gpu, cmd, "scene");
+        self.scene.record(gpu, cmd, &self.targets, world);
+        frame.timestamps.end(gpu, cmd, span);
+        let span = frame.timestamps.begin(gpu, cmd, "upscale");
+        barrier::transition(
+            &gpu.device,
+            cmd,
+            &[Transition {
+                image: self.output.raw,
+                range: self.output.desc.range(),
+                from: barrier::REUSE,
+                to: barrier::UPSCALE_WRITE,
+            }],
+        );
+        let mut io = FrameIo {
+            gpu,
+            cmd,
+            slot,
+            input: &self.targets.color,
+            output: &self.output,
+            timestamps: &mut frame.timestamps,
+        };
+        self.upscaler.record(&mut io)?;
+        if !self.upscaler.host_step() {
+            frame.timestamps.end(gpu, cmd, span);
+        } else {
+            // The span closes in the second command buffer: `upscale` then covers the whole
+            // latency from scene end to output ready, host step included.
+            self.open_span = Some(span);
+        }
+        Ok(cmd)
+    }
+
+    /// Submits A (signalling the timeline), waits for it on the host, runs the host step and
+    /// begins B with the upscaler's second part. Returns B.
+    unsafe fn split_for_host_step(
+        &mut self,
+        gpu: &Gpu,
+        slot: usize,
+        cmd_a: vk::CommandBuffer,
+        host: &mut HostTimes,
+    ) -> anyhow::Result<vk::CommandBuffer> {
+        gpu.device.end_command_buffer(cmd_a)?;
+        self.timeline_value += 1;
+        let value = self.timeline_value;
+        let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd_a)];
+        let signals = [vk::SemaphoreSubmitInfo::default()
+            .semaphore(self.timeline)
+            .value(value)
+            .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)];
+        let submit = vk::SubmitInfo2::default()
+            .command_buffer_infos(&cmds)
+            .signal_semaphore_infos(&signals);
+        gpu.device
+            .queue_submit2(gpu.queue, &[submit], vk::Fence::null())?;
+        frame::wait_timeline(gpu, self.timeline, value)?;
+        self.upscaler.run_host(slot, host)?;
+        let frame = &mut self.frames[slot];
+        let cmd_b = frame.cmd[1];
+        frame::begin(gpu, cmd_b)?;
+        let mut io = FrameIo {
+            gpu,
+            cmd: cmd_b,
+            slot,
+            input: &self.targets.color,
+            output: &self.output,
+            timestamps: &mut frame.timestamps,
+        };
+        self.upscaler.record_after(&mut io)?;
+        if let Some(span) = self.open_span.take() {
+            frame.timestamps.end(gpu, cmd_b, span);
+        }
+        Ok(cmd_b)
+    }
+
+    /// Output to SAMPLED, composite onto the target, optional capture, UI, final state.
+    unsafe fn record_tail(
+        &mut self,
+        gpu: &Gpu,
+        slot: usize,
+        cmd: vk::CommandBuffer,
+        target: &Target,
+        ui: Option<&UiFrame>,
+    ) -> anyhow::Result<()> {
+        let device = &gpu.device;
+        let timestamps = &mut self.frames[slot].timestamps;
+        let target_range = barrier::color_range();
+        let span = timestamps.begin(gpu, cmd, "composite");
+        barrier::transition(
+            device,
+            cmd,
+            &[
+                Transition {
+                    image: self.output.raw,
+                    range: self.output.desc.range(),
+                    from: barrier::UPSCALE_WRITE,
+                    to: barrier::SAMPLED,
+                },
+                Transition {
+                    image: target.image,
+                    range: target_range,
+                    from: target.initial,
+                    to: barrier::COLOR_WRITE,
+                },
+            ],
+        );
+        self.composite
+            .record(gpu, cmd, &self.output, target.view, target.extent);
+        timestamps.end(gpu, cmd, span);
+        if let Some(buffer) = target.capture {
+            record_capture(device, cmd, target, buffer);
+        }
+        let span = timestamps.begin(gpu, cmd, "ui");
+        if let Some(ui) = ui {
+            let color = [vk::RenderingAttachmentInfo::default()
+                .image_view(target.view)
+                .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+                .load_op(vk::AttachmentLoadOp::LOAD)
+                .store_op(vk::AttachmentStoreOp::STORE)];
+            let info = vk::RenderingInfo::default()
+                .render_area(vk::Rect2D {
+                    offset: vk::Offset2D::default(),
+                    extent: target.extent,
+                })
+                .layer_count(1)
+                .color_attachments(&color);
+            device.cmd_begin_rendering(cmd, &info);
+            self.egui
+                .cmd_draw(cmd, target.extent, ui.pixels_per_point, ui.primitives)?;
+            device.cmd_end_rendering(cmd);
+        }
+        timestamps.end(gpu, cmd, span);
+        barrier::transition(
+            device,
+            cmd,
+            &[Transition {
+                image: target.image,
+                range: target_range,
+                from: barrier::COLOR_WRITE,
+                to: target.final_state,
+            }],
+        );
+        device.end_command_buffer(cmd)?;
+        Ok(())
+    }
+
+    unsafe fn submit_tail(
+        &mut self,
+        gpu: &Gpu,
+        slot: usize,
+        cmd: vk::CommandBuffer,
+        target: &Target,
+    ) -> anyhow::Result<()> {
+        let frame = &self.frames[slot];
+        let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
+        let waits: Vec<vk::SemaphoreSubmitInfo> = target
+            .wait
+            .iter()
+            .map(|&s| {
+                vk::SemaphoreSubmitInfo::default()
+                    .semaphore(s)
+                    .stage_mask(vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT)
+            })
+            .collect();
+        let signals: Vec<vk::SemaphoreSubmitInfo> = target
+            .signal
+            .iter()
+            .map(|&s| {
+                vk::SemaphoreSubmitInfo::default()
+                    .semaphore(s)
+                    .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
+            })
+            .collect();
+        let submit = vk::SubmitInfo2::default()
+            .command_buffer_infos(&cmds)
+            .wait_semaphore_infos(&waits)
+            .signal_semaphore_infos(&signals);
+        gpu.device.reset_fences(&[frame.fence])?;
+        gpu.device
+            .queue_submit2(gpu.queue, &[submit], frame.fence)?;
+        Ok(())
+    }
+
+    /// Waits for every frame in flight and attaches their GPU times (end of a headless run,
+    /// before a capture is read, before a swapchain is recreated).
+    pub fn wait_all(&mut self, gpu: &Gpu) -> anyhow::Result<()> {
+        for slot in 0..FRAMES_IN_FLIGHT {
+            self.begin_slot(gpu, slot)?;
+        }
+        Ok(())
+    }
+
+    pub fn destroy(mut self, gpu: &Gpu) {
+        let _ = self.wait_all(gpu);
+        // SAFETY: every slot's fence has signalled; nothing of this renderer is in use.
+        unsafe {
+            for frame in self.frames.drain(..) {
+                frame.destroy(gpu);
+            }
+            gpu.device.destroy_semaphore(self.timeline, None);
+            gpu.device.destroy_command_pool(self.egui_pool, None);
+        }
+        drop(self.egui);
+        self.upscaler.destroy(gpu);
+        self.composite.destroy(gpu);
+        self.output.destroy(gpu);
+        self.targets.destroy(gpu);
+        self.scene.destroy(gpu);
+    }
+}
+
+/// Copies the composited target into `buffer` (tightly packed RGBA8) and returns the target to
+/// COLOR_WRITE for the UI; the buffer is made visible to host reads after the frame's fence.
+///
+/// # Safety
+/// `cmd` is recording outside a rendering scope; the target is in COLOR_WRITE.
+unsafe fn record_capture(
+    device: &ash::Device,
+    cmd: vk::CommandBuffer,
+    target: &Target,
+    buffer: vk::Buffer,
+) {
+    let range = barrier::color_range();
+    let t = |from, to| Transition {
+        image: target.image,
+        range,
+        from,
+        to,
+    };
+    barrier::transition(
+        device,
+        cmd,
+        &[t(barrier::COLOR_WRITE, barrier::TRANSFER_SRC)],
+    );
+    let copy = vk::BufferImageCopy::default()
+        .image_subresource(vk::ImageSubresourceLayers {
+            aspect_mask: vk::ImageAspectFlags::COLOR,
+            mip_level: 0,
+            base_array_layer: 0,
+            layer_count: 1,
+        })
+        .image_extent(vk::Extent3D {
+            width: target.extent.width,
+            height: target.extent.height,
+            depth: 1,
+        });
+    device.cmd_copy_image_to_buffer(
+        cmd,
+        target.image,
+        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+        buffer,
+        &[copy],
+    );
+    barrier::memory(
+        device,
+        cmd,
+        (
+            vk::PipelineStageFlags2::COPY,
+            vk::AccessFlags2::TRANSFER_WRITE,
+        ),
+        (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
+    );
+    // Back to the layout the UI pass renders in; its load keeps the composited pixels.
+    let mut back = barrier::COLOR_WRITE;
+    back.layout = vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL;
+    barrier::transition(device, cmd, &[t(barrier::TRANSFER_SRC, back)]);
+}

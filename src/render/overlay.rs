@@ -1,0 +1,179 @@
+//! The egui overlay: latency per stage (GPU and host), the frame-time graph, resolutions, model,
+//! device, and the pattern selector; plus the game's HUD (score and timer).
+
+use egui::{Color32, RichText};
+use egui_plot::{Line, Plot, PlotPoints};
+
+use super::stats::Stats;
+use super::Sizes;
+use crate::gpu::DeviceInfo;
+use crate::upscale::Pattern;
+
+/// The game state the HUD shows.
+pub struct Hud {
+    pub score: u32,
+    pub total: u32,
+    pub elapsed: f32,
+    pub finished: Option<f32>,
+    /// True when a scripted camera drives the view (headless, demo paths).
+    pub scripted: bool,
+}
+
+/// Everything the overlay reads for one frame.
+pub struct OverlayModel<'a> {
+    pub stats: &'a Stats,
+    pub pattern: Pattern,
+    /// Availability per pattern (Err = greyed, with the reason).
+    pub patterns: &'a [(Pattern, Result<(), String>)],
+    pub sizes: Sizes,
+    pub model: &'a str,
+    pub device: &'a DeviceInfo,
+    pub validation_errors: u32,
+    pub host_copy_bytes: u64,
+    /// The last problem worth telling the player (e.g. a pattern that failed to start).
+    pub notice: Option<&'a str>,
+    pub hud: Hud,
+}
+
+/// What the player asked for through the overlay this frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    SwitchPattern(Pattern),
+}
+
+pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Option<Action> {
+    draw_hud(ctx, &model.hud);
+    if !show_overlay {
+        return None;
+    }
+    let mut action = None;
+    egui::Window::new("upscale-demo")
+        .default_pos([12.0, 12.0])
+        .default_width(330.0)
+        .resizable(false)
+        .show(ctx, |ui| {
+            timings(ui, model);
+            ui.separator();
+            action = pattern_selector(ui, model);
+            ui.separator();
+            ui.small(format!(
+                "render {}x{} -> output {}x{}",
+                model.sizes.render.width,
+                model.sizes.render.height,
+                model.sizes.output.width,
+                model.sizes.output.height
+            ));
+            ui.small(format!("model: {}", model.model));
+            ui.small(format!(
+                "GPU: {} ({})",
+                model.device.name, model.device.driver
+            ));
+            let color = if model.validation_errors == 0 {
+                ui.visuals().weak_text_color()
+            } else {
+                Color32::RED
+            };
+            ui.label(
+                RichText::new(format!("validation errors: {}", model.validation_errors))
+                    .color(color)
+                    .small(),
+            );
+            if let Some(notice) = model.notice {
+                ui.label(RichText::new(notice).color(Color32::from_rgb(255, 170, 60)));
+            }
+            ui.small("F1 overlay · P next pattern · F12 screenshot · R restart · RMB look");
+        });
+    action
+}
+
+fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
+    let stats = model.stats;
+    let frame = stats.frame_ms();
+    let fps = frame.map_or(0.0, |p| {
+        if p.p50_ms > 0.0 {
+            1000.0 / p.p50_ms
+        } else {
+            0.0
+        }
+    });
+    ui.heading(format!("{fps:.0} FPS"));
+    if let (Some(f), Some(c)) = (frame, stats.cpu_ms()) {
+        ui.label(format!(
+            "frame {:.2} ms (p99 {:.2}) · CPU {:.2} ms",
+            f.p50_ms, f.p99_ms, c.p50_ms
+        ));
+    }
+    let points: PlotPoints = stats
+        .records()
+        .enumerate()
+        .map(|(i, r)| [i as f64, r.frame_ms])
+        .collect();
+    Plot::new("frame time")
+        .height(70.0)
+        .show_axes([false, true])
+        .allow_drag(false)
+        .allow_zoom(false)
+        .allow_scroll(false)
+        .include_y(0.0)
+        .show(ui, |plot| plot.line(Line::new("frame ms", points)));
+    egui::Grid::new("stages").striped(true).show(ui, |ui| {
+        ui.strong("stage");
+        ui.strong("p50 ms");
+        ui.strong("p99 ms");
+        ui.end_row();
+        for (name, p) in stats.stages_in_order() {
+            let indent = if name.contains('/') { "  " } else { "" };
+            ui.label(format!("{indent}{name}"));
+            ui.label(format!("{:.3}", p.p50_ms));
+            ui.label(format!("{:.3}", p.p99_ms));
+            ui.end_row();
+        }
+    });
+    ui.small(format!(
+        "host bytes copied per frame: {}",
+        model.host_copy_bytes
+    ));
+}
+
+fn pattern_selector(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Action> {
+    let mut action = None;
+    ui.label("upscaler pattern");
+    for (pattern, available) in model.patterns {
+        let selected = *pattern == model.pattern;
+        match available {
+            Ok(()) => {
+                if ui.radio(selected, pattern.name()).clicked() && !selected {
+                    action = Some(Action::SwitchPattern(*pattern));
+                }
+            }
+            Err(reason) => {
+                ui.add_enabled(false, egui::RadioButton::new(selected, pattern.name()))
+                    .on_disabled_hover_text(reason.as_str());
+                ui.label(RichText::new(format!("   {reason}")).small().weak());
+            }
+        }
+    }
+    action
+}
+
+fn draw_hud(ctx: &egui::Context, hud: &Hud) {
+    egui::Area::new(egui::Id::new("hud"))
+        .anchor(egui::Align2::CENTER_TOP, [0.0, 10.0])
+        .interactable(false)
+        .show(ctx, |ui| {
+            let text = match hud.finished {
+                Some(t) => format!("All {} orbs in {:.1} s! R to play again", hud.total, t),
+                None if hud.scripted => format!("scripted camera · t = {:.1} s", hud.elapsed),
+                None => format!("orbs {}/{} · {:.1} s", hud.score, hud.total, hud.elapsed),
+            };
+            ui.add(
+                egui::Label::new(
+                    RichText::new(text)
+                        .size(20.0)
+                        .color(Color32::WHITE)
+                        .background_color(Color32::from_black_alpha(140)),
+                )
+                .extend(),
+            );
+        });
+}

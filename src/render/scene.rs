@@ -1,0 +1,496 @@
+//! The scene pass: sky, then the world's meshes, drawn at render (low) resolution into the
+//! colour image the upscalers read.
+
+use ash::vk;
+use glam::Mat4;
+
+use crate::game::mesh::{Mesh, Vertex};
+use crate::game::world::{Draw, MeshId, World};
+use crate::gpu::barrier::{self, Transition};
+use crate::gpu::pipeline::{self, Binding, GraphicsDesc};
+use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc, Pipeline};
+use crate::shader;
+
+/// Format of the low-resolution colour image: display-encoded RGBA8, what ML upscalers take.
+pub const COLOR_FORMAT: vk::Format = vk::Format::R8G8B8A8_UNORM;
+const DEPTH_FORMAT: vk::Format = vk::Format::D32_SFLOAT;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct MeshPush {
+    mvp: [f32; 16],
+    model_rows: [[f32; 4]; 3],
+    /// x = emissive, yzw = direction toward the sun.
+    params: [f32; 4],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct SkyPush {
+    inv_view_proj: [f32; 16],
+    sun: [f32; 4],
+}
+
+struct GpuMesh {
+    vertices: Buffer,
+    indices: Buffer,
+    index_count: u32,
+}
+
+impl GpuMesh {
+    fn new(gpu: &Gpu, name: &str, mesh: &Mesh) -> gpu::Result<Self> {
+        Ok(Self {
+            vertices: Buffer::with_data(
+                gpu,
+                &format!("{name} vertices"),
+                vk::BufferUsageFlags::VERTEX_BUFFER,
+                bytemuck::cast_slice(&mesh.vertices),
+            )?,
+            indices: Buffer::with_data(
+                gpu,
+                &format!("{name} indices"),
+                vk::BufferUsageFlags::INDEX_BUFFER,
+                bytemuck::cast_slice(&mesh.indices),
+            )?,
+            index_count: mesh.indices.len() as u32,
+        })
+    }
+
+    fn destroy(self, gpu: &Gpu) {
+        self.vertices.destroy(gpu);
+        self.indices.destroy(gpu);
+    }
+}
+
+/// Render-size targets; recreated together when the render size changes.
+pub struct SceneTargets {
+    /// The low-resolution frame: colour attachment here, sampled/copied by the upscalers.
+    pub color: Image,
+    depth: Image,
+}
+
+impl SceneTargets {
+    pub fn new(gpu: &Gpu, size: vk::Extent2D) -> gpu::Result<Self> {
+        let color = Image::new(
+            gpu,
+            "scene colour (render size)",
+            ImageDesc::new_2d(
+                size,
+                COLOR_FORMAT,
+                vk::ImageUsageFlags::COLOR_ATTACHMENT
+                    | vk::ImageUsageFlags::SAMPLED
+                    | vk::ImageUsageFlags::STORAGE
+                    | vk::ImageUsageFlags::TRANSFER_SRC,
+            ),
+        )?;
+        let depth = Image::new(
+            gpu,
+            "scene depth",
+            ImageDesc::new_2d(
+                size,
+                DEPTH_FORMAT,
+                vk::ImageUsageFlags::DEPTH_STENCIL_ATTACHMENT,
+            ),
+        )?;
+        Ok(Self { color, depth })
+    }
+
+    pub fn destroy(self, gpu: &Gpu) {
+        self.color.destroy(gpu);
+        self.depth.destroy(gpu);
+    }
+}
+
+pub struct ScenePass {
+    sky: Pipeline,
+    meshes_pipeline: Pipeline,
+    textures: Image,
+    sampler: vk::Sampler,
+    meshes: Vec<(MeshId, GpuMesh)>,
+    draws: Vec<Draw>,
+}
+
+impl ScenePass {
+    pub fn new(gpu: &Gpu, world: &World, layers: &[image::RgbaImage]) -> gpu::Result<Self> {
+        let sky = pipeline::graphics(
+            gpu,
+            &GraphicsDesc {
+                name: "sky",
+                vertex: shader!("render/fullscreen.vert"),
+                fragment: shader!("render/sky.frag"),
+                bindings: &[],
+                push_size: std::mem::size_of::<SkyPush>() as u32,
+                vertex_stride: 0,
+                attributes: &[],
+                color_format: COLOR_FORMAT,
+                depth: Some((DEPTH_FORMAT, false)),
+                cull: vk::CullModeFlags::NONE,
+            },
+        )?;
+        let attributes = vertex_attributes();
+        let meshes_pipeline = pipeline::graphics(
+            gpu,
+            &GraphicsDesc {
+                name: "scene meshes",
+                vertex: shader!("render/scene.vert"),
+                fragment: shader!("render/scene.frag"),
+                bindings: &[vk::DescriptorType::COMBINED_IMAGE_SAMPLER],
+                push_size: std::mem::size_of::<MeshPush>() as u32,
+                vertex_stride: std::mem::size_of::<Vertex>() as u32,
+                attributes: &attributes,
+                color_format: COLOR_FORMAT,
+                depth: Some((DEPTH_FORMAT, true)),
+                cull: vk::CullModeFlags::BACK,
+            },
+        )?;
+        let textures = upload_texture_array(gpu, layers)?;
+        let max_lod = textures.desc.mip_levels as f32;
+        let sampler =
+            gpu::image::create_sampler(gpu, "scene texture sampler", true, true, max_lod)?;
+        let meshes = vec![
+            (
+                MeshId::Static,
+                GpuMesh::new(gpu, "static world", &world.static_mesh)?,
+            ),
+            (MeshId::Orb, GpuMesh::new(gpu, "orb", &world.orb_mesh)?),
+            (
+                MeshId::Wheel,
+                GpuMesh::new(gpu, "wheel", &world.wheel_mesh)?,
+            ),
+        ];
+        Ok(Self {
+            sky,
+            meshes_pipeline,
+            textures,
+            sampler,
+            meshes,
+            draws: Vec::with_capacity(64),
+        })
+    }
+
+    /// Draws the world into `targets`; leaves the colour image in `barrier::SAMPLED`.
+    ///
+    /// # Safety
+    /// `cmd` is recording outside a rendering scope.
+    pub unsafe fn record(
+        &mut self,
+        gpu: &Gpu,
+        cmd: vk::CommandBuffer,
+        targets: &SceneTargets,
+        world: &World,
+    ) {
+        let device = &gpu.device;
+        let extent = targets.color.extent();
+        barrier::transition(
+            device,
+            cmd,
+            &[
+                Transition {
+                    image: targets.color.raw,
+                    range: targets.color.desc.range(),
+                    from: barrier::REUSE,
+                    to: barrier::COLOR_WRITE,
+                },
+                Transition {
+                    image: targets.depth.raw,
+                    range: targets.depth.desc.range(),
+                    from: barrier::DEPTH_REUSE,
+                    to: barrier::DEPTH_WRITE,
+                },
+            ],
+        );
+        let color = [vk::RenderingAttachmentInfo::default()
+            .image_view(targets.color.view)
+            .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+            .load_op(vk::AttachmentLoadOp::DONT_CARE)
+            .store_op(vk::AttachmentStoreOp::STORE)];
+        let depth = vk::RenderingAttachmentInfo::default()
+            .image_view(targets.depth.view)
+            .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
+            .load_op(vk::AttachmentLoadOp::CLEAR)
+            .store_op(vk::AttachmentStoreOp::DONT_CARE)
+            .clear_value(vk::ClearValue {
+                depth_stencil: vk::ClearDepthStencilValue {
+                    depth: 1.0,
+                    stencil: 0,
+                },
+            });
+        let area = vk::Rect2D {
+            offset: vk::Offset2D::default(),
+            extent,
+        };
+        let info = vk::RenderingInfo::default()
+            .render_area(area)
+            .layer_count(1)
+            .color_attachments(&color)
+            .depth_attachment(&depth);
+        device.cmd_begin_rendering(cmd, &info);
+        set_viewport(device, cmd, extent);
+
+        let aspect = extent.width as f32 / extent.height as f32;
+        let view_proj = world.camera.proj(aspect) * world.camera.view();
+        let sun = world.sun_dir();
+        let sky = SkyPush {
+            inv_view_proj: view_proj.inverse().to_cols_array(),
+            sun: [sun.x, sun.y, sun.z, 0.0],
+        };
+        device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.sky.raw);
+        pipeline::push_constants(
+            gpu,
+            cmd,
+            &self.sky,
+            vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
+            &sky,
+        );
+        device.cmd_draw(cmd, 3, 1, 0, 0);
+
+        device.cmd_bind_pipeline(
+            cmd,
+            vk::PipelineBindPoint::GRAPHICS,
+            self.meshes_pipeline.raw,
+        );
+        pipeline::push_descriptors(
+            gpu,
+            cmd,
+            vk::PipelineBindPoint::GRAPHICS,
+            &self.meshes_pipeline,
+            &[Binding::SampledImage(self.textures.view, self.sampler)],
+        );
+        world.draws(&mut self.draws);
+        let mut bound = None;
+        for draw in &self.draws {
+            let Some((_, mesh)) = self.meshes.iter().find(|(id, _)| *id == draw.mesh) else {
+                continue;
+            };
+            if bound != Some(draw.mesh) {
+                device.cmd_bind_vertex_buffers(cmd, 0, &[mesh.vertices.raw], &[0]);
+                device.cmd_bind_index_buffer(cmd, mesh.indices.raw, 0, vk::IndexType::UINT32);
+                bound = Some(draw.mesh);
+            }
+            let push = mesh_push(view_proj, draw.model, draw.emissive, sun);
+            pipeline::push_constants(
+                gpu,
+                cmd,
+                &self.meshes_pipeline,
+                vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
+                &push,
+            );
+            device.cmd_draw_indexed(cmd, mesh.index_count, 1, 0, 0, 0);
+        }
+        device.cmd_end_rendering(cmd);
+        barrier::transition(
+            device,
+            cmd,
+            &[Transition {
+                image: targets.color.raw,
+                range: targets.color.desc.range(),
+                from: barrier::COLOR_WRITE,
+                to: barrier::SAMPLED,
+            }],
+        );
+    }
+
+    pub fn destroy(self, gpu: &Gpu) {
+        self.sky.destroy(gpu);
+        self.meshes_pipeline.destroy(gpu);
+        self.textures.destroy(gpu);
+        unsafe { gpu.device.destroy_sampler(self.sampler, None) };
+        for (_, mesh) in self.meshes {
+            mesh.destroy(gpu);
+        }
+    }
+}
+
+fn mesh_push(view_proj: Mat4, model: Mat4, emissive: f32, sun: glam::Vec3) -> MeshPush {
+    let rows = model.transpose().to_cols_array_2d();
+    MeshPush {
+        mvp: (view_proj * model).to_cols_array(),
+        model_rows: [rows[0], rows[1], rows[2]],
+        params: [emissive, sun.x, sun.y, sun.z],
+    }
+}
+
+fn vertex_attributes() -> [vk::VertexInputAttributeDescription; 4] {
+    let attr = |location, format, offset: usize| vk::VertexInputAttributeDescription {
+        location,
+        binding: 0,
+        format,
+        offset: offset as u32,
+    };
+    [
+        attr(
+            0,
+            vk::Format::R32G32B32_SFLOAT,
+            std::mem::offset_of!(Vertex, pos),
+        ),
+        attr(
+            1,
+            vk::Format::R32G32B32_SFLOAT,
+            std::mem::offset_of!(Vertex, normal),
+        ),
+        attr(
+            2,
+            vk::Format::R32G32_SFLOAT,
+            std::mem::offset_of!(Vertex, uv),
+        ),
+        attr(
+            3,
+            vk::Format::R32G32B32A32_SFLOAT,
+            std::mem::offset_of!(Vertex, color),
+        ),
+    ]
+}
+
+/// Sets a full-extent viewport and scissor.
+///
+/// # Safety
+/// `cmd` is recording.
+pub unsafe fn set_viewport(device: &ash::Device, cmd: vk::CommandBuffer, extent: vk::Extent2D) {
+    set_viewport_rect(
+        device,
+        cmd,
+        vk::Rect2D {
+            offset: vk::Offset2D::default(),
+            extent,
+        },
+    );
+}
+
+/// # Safety
+/// `cmd` is recording.
+pub unsafe fn set_viewport_rect(device: &ash::Device, cmd: vk::CommandBuffer, rect: vk::Rect2D) {
+    let viewport = vk::Viewport {
+        x: rect.offset.x as f32,
+        y: rect.offset.y as f32,
+        width: rect.extent.width as f32,
+        height: rect.extent.height as f32,
+        min_depth: 0.0,
+        max_depth: 1.0,
+    };
+    device.cmd_set_viewport(cmd, 0, &[viewport]);
+    device.cmd_set_scissor(cmd, 0, &[rect]);
+}
+
+/// Uploads the texture layers into one mipmapped array image (load time only).
+fn upload_texture_array(gpu: &Gpu, layers: &[image::RgbaImage]) -> gpu::Result<Image> {
+    let (w, h) = layers[0].dimensions();
+    let mip_levels = 32 - w.max(h).leading_zeros();
+    let mut desc = ImageDesc::new_2d(
+        vk::Extent2D {
+            width: w,
+            height: h,
+        },
+        // sRGB format: sampling and the mip blits filter in linear light.
+        vk::Format::R8G8B8A8_SRGB,
+        vk::ImageUsageFlags::SAMPLED
+            | vk::ImageUsageFlags::TRANSFER_DST
+            | vk::ImageUsageFlags::TRANSFER_SRC,
+    );
+    desc.mip_levels = mip_levels;
+    desc.layers = layers.len() as u32;
+    let image = Image::new(gpu, "scene textures", desc)?;
+    let bytes: Vec<u8> = layers
+        .iter()
+        .flat_map(|l| l.as_raw().iter().copied())
+        .collect();
+    let staging = Buffer::with_data(
+        gpu,
+        "texture staging",
+        vk::BufferUsageFlags::TRANSFER_SRC,
+        &bytes,
+    )?;
+    let result = gpu.one_shot(|cmd| unsafe { record_texture_upload(gpu, cmd, &image, &staging) });
+    staging.destroy(gpu);
+    result?;
+    Ok(image)
+}
+
+/// Copies mip 0 of every layer, then builds the mip chain with linear blits.
+///
+/// # Safety
+/// `cmd` is recording; `image` was just created (UNDEFINED layout).
+unsafe fn record_texture_upload(
+    gpu: &Gpu,
+    cmd: vk::CommandBuffer,
+    image: &Image,
+    staging: &Buffer,
+) {
+    let device = &gpu.device;
+    let desc = image.desc;
+    let level = |mip: u32| vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: mip,
+        level_count: 1,
+        base_array_layer: 0,
+        layer_count: desc.layers,
+    };
+    let layers = |mip: u32| vk::ImageSubresourceLayers {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        mip_level: mip,
+        base_array_layer: 0,
+        layer_count: desc.layers,
+    };
+    let t = |range, from, to| Transition {
+        image: image.raw,
+        range,
+        from,
+        to,
+    };
+    barrier::transition(
+        device,
+        cmd,
+        &[t(desc.range(), barrier::REUSE, barrier::TRANSFER_DST)],
+    );
+    let copy = vk::BufferImageCopy::default()
+        .image_subresource(layers(0))
+        .image_extent(vk::Extent3D {
+            width: desc.extent.width,
+            height: desc.extent.height,
+            depth: 1,
+        });
+    device.cmd_copy_buffer_to_image(
+        cmd,
+        staging.raw,
+        image.raw,
+        vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+        &[copy],
+    );
+    let size = |mip: u32| vk::Offset3D {
+        x: (desc.extent.width >> mip).max(1) as i32,
+        y: (desc.extent.height >> mip).max(1) as i32,
+        z: 1,
+    };
+    for mip in 1..desc.mip_levels {
+        barrier::transition(
+            device,
+            cmd,
+            &[t(
+                level(mip - 1),
+                barrier::TRANSFER_DST,
+                barrier::TRANSFER_SRC,
+            )],
+        );
+        let blit = vk::ImageBlit::default()
+            .src_subresource(layers(mip - 1))
+            .src_offsets([vk::Offset3D::default(), size(mip - 1)])
+            .dst_subresource(layers(mip))
+            .dst_offsets([vk::Offset3D::default(), size(mip)]);
+        device.cmd_blit_image(
+            cmd,
+            image.raw,
+            vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+            image.raw,
+            vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+            &[blit],
+            vk::Filter::LINEAR,
+        );
+    }
+    let last = desc.mip_levels - 1;
+    let mut done = vec![t(level(last), barrier::TRANSFER_DST, barrier::SAMPLED)];
+    if last > 0 {
+        let mut below = level(0);
+        below.level_count = last;
+        done.push(t(below, barrier::TRANSFER_SRC, barrier::SAMPLED));
+    }
+    barrier::transition(device, cmd, &done);
+}

@@ -1,0 +1,163 @@
+//! Per-frame timings: CPU clocks for host work, GPU timestamps for passes. GPU figures for a frame
+//! arrive when its slot's fence is next waited on, so records are matched by frame number.
+
+use std::collections::{BTreeMap, VecDeque};
+
+#[derive(Clone, Debug, Default)]
+pub struct FrameRecord {
+    pub frame: u64,
+    /// Wall time from the previous frame's start to this one's (what the player feels).
+    pub frame_ms: f64,
+    /// Host time spent building and submitting this frame (incl. any host step).
+    pub cpu_ms: f64,
+    /// GPU spans (`scene`, `upscale`, `upscale/...`, `composite`, `ui`).
+    pub gpu: Vec<(&'static str, f64)>,
+    /// Host sub-stages a pattern reported (`inference`, ...).
+    pub host: Vec<(&'static str, f64)>,
+    pub host_copy_bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Percentiles {
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+}
+
+pub struct Stats {
+    records: VecDeque<FrameRecord>,
+    keep: usize,
+}
+
+impl Stats {
+    /// Keeps the last `keep` frames (the overlay graph and the headless summary window).
+    pub fn new(keep: usize) -> Self {
+        Self {
+            records: VecDeque::with_capacity(keep),
+            keep,
+        }
+    }
+
+    pub fn push(&mut self, record: FrameRecord) {
+        if self.records.len() == self.keep {
+            self.records.pop_front();
+        }
+        self.records.push_back(record);
+    }
+
+    /// Attaches GPU spans that arrived late to the frame they belong to.
+    pub fn add_gpu(&mut self, frame: u64, spans: &[(&'static str, f64)]) {
+        if let Some(r) = self.records.iter_mut().rev().find(|r| r.frame == frame) {
+            r.gpu.extend_from_slice(spans);
+        }
+    }
+
+    pub fn records(&self) -> impl DoubleEndedIterator<Item = &FrameRecord> + ExactSizeIterator {
+        self.records.iter()
+    }
+
+    pub fn clear(&mut self) {
+        self.records.clear();
+    }
+
+    pub fn frame_ms(&self) -> Option<Percentiles> {
+        percentiles(self.records.iter().map(|r| r.frame_ms).collect())
+    }
+
+    pub fn cpu_ms(&self) -> Option<Percentiles> {
+        percentiles(self.records.iter().map(|r| r.cpu_ms).collect())
+    }
+
+    /// Every stage seen, in frame order (`scene`, `upscale` and its sub-stages, `composite`,
+    /// `ui`, then host stages), with percentiles over the frames that reported it.
+    pub fn stages_in_order(&self) -> Vec<(&'static str, Percentiles)> {
+        let mut stages: Vec<_> = self.stages().into_iter().collect();
+        stages.sort_by_key(|(name, _)| (stage_rank(name), *name));
+        stages
+    }
+
+    /// Every stage seen (GPU spans by name, host stages by name), with percentiles over the
+    /// frames that reported it.
+    pub fn stages(&self) -> BTreeMap<&'static str, Percentiles> {
+        let mut samples: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+        for r in &self.records {
+            for (name, ms) in r.gpu.iter().chain(&r.host) {
+                samples.entry(name).or_default().push(*ms);
+            }
+        }
+        samples
+            .into_iter()
+            .filter_map(|(k, v)| percentiles(v).map(|p| (k, p)))
+            .collect()
+    }
+}
+
+fn stage_rank(name: &str) -> u8 {
+    match name {
+        "scene" => 0,
+        n if n.starts_with("upscale") => 1,
+        "composite" => 2,
+        "ui" => 3,
+        _ => 4,
+    }
+}
+
+/// Nearest-rank percentiles; None for no samples.
+pub fn percentiles(mut values: Vec<f64>) -> Option<Percentiles> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let at = |p: f64| {
+        let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
+        values[rank.clamp(1, values.len()) - 1]
+    };
+    Some(Percentiles {
+        p50_ms: at(50.0),
+        p95_ms: at(95.0),
+        p99_ms: at(99.0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        let p = percentiles(v).unwrap();
+        assert_eq!((p.p50_ms, p.p95_ms, p.p99_ms), (50.0, 95.0, 99.0));
+        assert!(percentiles(vec![]).is_none());
+        let one = percentiles(vec![3.0]).unwrap();
+        assert_eq!((one.p50_ms, one.p99_ms), (3.0, 3.0));
+    }
+
+    #[test]
+    fn late_gpu_spans_join_their_frame() {
+        let mut s = Stats::new(2);
+        for frame in 0..3 {
+            s.push(FrameRecord {
+                frame,
+                frame_ms: frame as f64,
+                ..Default::default()
+            });
+        }
+        assert_eq!(s.records().len(), 2, "keeps only the last two");
+        s.add_gpu(1, &[("scene", 2.0)]);
+        s.add_gpu(0, &[("scene", 9.0)]); // dropped: frame 0 left the window
+        let stages = s.stages();
+        assert_eq!(stages["scene"].p50_ms, 2.0);
+        s.add_gpu(
+            2,
+            &[
+                ("ui", 1.0),
+                ("upscale/x", 1.0),
+                ("composite", 1.0),
+                ("upscale", 1.0),
+            ],
+        );
+        let order: Vec<_> = s.stages_in_order().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(order, ["scene", "upscale", "upscale/x", "composite", "ui"]);
+    }
+}

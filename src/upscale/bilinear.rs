@@ -1,0 +1,67 @@
+//! The non-ML baseline: a compute shader samples the low-resolution frame bilinearly. One
+//! dispatch in the frame's command buffer, no host step.
+
+use ash::vk;
+
+use super::{FrameIo, Pattern, Upscaler};
+use crate::gpu::pipeline::{self, Binding};
+use crate::gpu::{self, Gpu, Pipeline};
+use crate::shader;
+
+pub struct Bilinear {
+    pipeline: Pipeline,
+    sampler: vk::Sampler,
+}
+
+impl Bilinear {
+    pub fn new(gpu: &Gpu) -> gpu::Result<Self> {
+        let pipeline = pipeline::compute(
+            gpu,
+            "bilinear upscale",
+            shader!("upscale/bilinear.comp"),
+            &[
+                vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                vk::DescriptorType::STORAGE_IMAGE,
+            ],
+            0,
+        )?;
+        let sampler = gpu::image::create_sampler(gpu, "bilinear sampler", true, false, 0.0)?;
+        Ok(Self { pipeline, sampler })
+    }
+}
+
+impl Upscaler for Bilinear {
+    fn pattern(&self) -> Pattern {
+        Pattern::Bilinear
+    }
+
+    unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
+        let device = &io.gpu.device;
+        let span = io.timestamps.begin(io.gpu, io.cmd, "upscale/bilinear");
+        device.cmd_bind_pipeline(io.cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline.raw);
+        pipeline::push_descriptors(
+            io.gpu,
+            io.cmd,
+            vk::PipelineBindPoint::COMPUTE,
+            &self.pipeline,
+            &[
+                Binding::SampledImage(io.input.view, self.sampler),
+                Binding::StorageImage(io.output.view),
+            ],
+        );
+        let extent = io.output.extent();
+        device.cmd_dispatch(
+            io.cmd,
+            extent.width.div_ceil(8),
+            extent.height.div_ceil(8),
+            1,
+        );
+        io.timestamps.end(io.gpu, io.cmd, span);
+        Ok(())
+    }
+
+    fn destroy(self: Box<Self>, gpu: &Gpu) {
+        unsafe { gpu.device.destroy_sampler(self.sampler, None) };
+        self.pipeline.destroy(gpu);
+    }
+}

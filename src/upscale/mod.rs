@@ -1,0 +1,170 @@
+//! The upscaler seam: the interface every integration pattern implements, and the registry of
+//! patterns the UI lists.
+//!
+//! # How a pattern joins the frame
+//! The frame loop (`render::Renderer`) owns acquire/present, the frame fences, the timeline
+//! semaphore and the image layouts at the seam. Before [`Upscaler::record`] the low-resolution
+//! scene image is in [`barrier::SAMPLED`] and the output image in [`barrier::UPSCALE_WRITE`]
+//! (GENERAL); afterwards the loop moves the output to SAMPLED for the composite, with a barrier
+//! that covers compute and copy writes.
+//!
+//! - **One submission** (bilinear, in-stream compute): `record` puts all GPU work into the frame's
+//!   single command buffer; `host_step` returns false.
+//! - **Split around a host step** (CPU roundtrip, external-memory share): `host_step` returns true.
+//!   The loop submits command buffer A (scene + `record`) signalling the frame's timeline value,
+//!   waits for it on the host, calls [`Upscaler::run_host`], then records command buffer B
+//!   starting with [`Upscaler::record_after`] followed by composite and UI, and submits B.
+//!
+//! Per-frame resources of a pattern are indexed by frame slot (`FrameIo::slot`), because the
+//! other slot's frame may still be in flight. A pattern switch hands the old upscaler to the
+//! current slot's deferred-destroy list, so it is destroyed only after that frame's fence.
+//! Patterns never wait for the whole device.
+
+pub mod bilinear;
+
+use std::fmt;
+
+use ash::vk;
+
+use crate::gpu::timestamps::Timestamps;
+use crate::gpu::{self, Gpu, Image};
+
+/// The integration patterns, in the order the UI lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pattern {
+    Bilinear,
+    CpuRoundtrip,
+    SharedMemory,
+    InStream,
+}
+
+impl Pattern {
+    pub const ALL: [Pattern; 4] = [
+        Pattern::Bilinear,
+        Pattern::CpuRoundtrip,
+        Pattern::SharedMemory,
+        Pattern::InStream,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Bilinear => "bilinear",
+            Pattern::CpuRoundtrip => "cpu-roundtrip",
+            Pattern::SharedMemory => "shared-memory",
+            Pattern::InStream => "in-stream",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Pattern> {
+        Pattern::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    pub fn names() -> String {
+        Pattern::ALL.map(|p| p.name()).join(", ")
+    }
+
+    /// Whether this build can run the pattern at all; the reason is shown greyed in the UI.
+    pub fn availability(self) -> Result<(), String> {
+        match self {
+            Pattern::Bilinear => Ok(()),
+            Pattern::CpuRoundtrip => {
+                Err("not in this build yet (CPU roundtrip through ONNX Runtime)".into())
+            }
+            Pattern::SharedMemory => Err("not in this build yet (external-memory share)".into()),
+            Pattern::InStream => {
+                Err("not in this build yet (in-stream Vulkan compute engine)".into())
+            }
+        }
+    }
+}
+
+impl fmt::Display for Pattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a pattern records against in one frame.
+pub struct FrameIo<'a> {
+    pub gpu: &'a Gpu,
+    pub cmd: vk::CommandBuffer,
+    /// The frame slot (0..frames in flight) for per-slot resources.
+    pub slot: usize,
+    /// The scene at render resolution, in `barrier::SAMPLED`.
+    pub input: &'a Image,
+    /// The upscaled image at output resolution, in `barrier::UPSCALE_WRITE` (GENERAL).
+    pub output: &'a Image,
+    /// For sub-stage spans (`upscale/...`) that the overlay and summary show.
+    pub timestamps: &'a mut Timestamps,
+}
+
+/// Host-side sub-stage times of one frame, in milliseconds (e.g. `inference`).
+pub type HostTimes = Vec<(&'static str, f64)>;
+
+pub trait Upscaler {
+    fn pattern(&self) -> Pattern;
+
+    /// True when the frame must be split around [`Upscaler::run_host`].
+    fn host_step(&self) -> bool {
+        false
+    }
+
+    /// Records this pattern's GPU work into the frame's (first) command buffer.
+    ///
+    /// # Safety
+    /// `io.cmd` is recording outside any rendering scope; the images are in the states the
+    /// module documentation gives.
+    unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()>;
+
+    /// The host step between the two submissions; the first submission has completed.
+    fn run_host(&mut self, _slot: usize, _times: &mut HostTimes) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// Records the GPU work after the host step, at the start of the second command buffer.
+    ///
+    /// # Safety
+    /// As for [`Upscaler::record`].
+    unsafe fn record_after(&mut self, _io: &mut FrameIo) -> gpu::Result<()> {
+        Ok(())
+    }
+
+    /// Host bytes this pattern copied in the last frame (conversion and staging copies).
+    fn host_copy_bytes(&self) -> u64 {
+        0
+    }
+
+    /// Destroys GPU objects; called only after every frame that used them has completed.
+    fn destroy(self: Box<Self>, gpu: &Gpu);
+}
+
+/// Builds the upscaler for `pattern`, or says why it cannot run here.
+pub fn create(
+    gpu: &Gpu,
+    pattern: Pattern,
+    _input: &Image,
+    _output: &Image,
+) -> anyhow::Result<Box<dyn Upscaler>> {
+    pattern
+        .availability()
+        .map_err(|why| anyhow::anyhow!("{pattern}: {why}"))?;
+    match pattern {
+        Pattern::Bilinear => Ok(Box::new(bilinear::Bilinear::new(gpu)?)),
+        other => anyhow::bail!("{other} is not available"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pattern;
+
+    #[test]
+    fn pattern_names_round_trip() {
+        for p in Pattern::ALL {
+            assert_eq!(Pattern::parse(p.name()), Some(p));
+        }
+        assert_eq!(Pattern::parse("bicubic"), None);
+        assert!(Pattern::Bilinear.availability().is_ok());
+    }
+}

@@ -1,0 +1,51 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use upscale_demo::app::config::Config;
+
+/// A small configuration for GPU tests: 320x180 output, x2 scale (fast on lavapipe).
+pub fn small_config() -> Config {
+    let text = "[render]\noutput_width = 320\noutput_height = 180\nscale = 2\n";
+    Config::parse(text, Path::new("tests/small.toml")).unwrap()
+}
+
+/// A fresh, empty directory under the target dir for one test's outputs.
+pub fn out_dir(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Validation must be on unless the run explicitly turned it off (UPSCALE_VALIDATION=0): a
+/// missing layer must not pass as "0 errors".
+pub fn expect_validation() -> bool {
+    std::env::var("UPSCALE_VALIDATION").as_deref() != Ok("0")
+}
+
+/// Luma standard deviation of an RGB image, 0..255: near 0 for a blank frame.
+pub fn luma_std(img: &image::RgbImage) -> f64 {
+    let luma: Vec<f64> = img
+        .pixels()
+        .map(|p| 0.299 * p[0] as f64 + 0.587 * p[1] as f64 + 0.114 * p[2] as f64)
+        .collect();
+    let mean = luma.iter().sum::<f64>() / luma.len() as f64;
+    (luma.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / luma.len() as f64).sqrt()
+}
+
+/// (mean absolute difference per channel, fraction of channels differing by more than `far`).
+pub fn image_diff(a: &image::RgbImage, b: &image::RgbImage, far: u8) -> (f64, f64) {
+    assert_eq!(a.dimensions(), b.dimensions(), "image sizes differ");
+    let mut sum = 0u64;
+    let mut far_count = 0u64;
+    for (x, y) in a.as_raw().iter().zip(b.as_raw()) {
+        let d = x.abs_diff(*y);
+        sum += d as u64;
+        far_count += (d > far) as u64;
+    }
+    let n = a.as_raw().len() as f64;
+    (sum as f64 / n, far_count as f64 / n)
+}

@@ -1,0 +1,164 @@
+//! The windowed game under Xvfb: it opens, toggles the overlay and the pattern, takes a
+//! screenshot, survives a resize storm and an unmap/map (what a window manager does on
+//! minimise), closes on Escape, and reports 0 validation errors.
+//!
+//! Needs Xvfb, xdotool and imagemagick (`make setup` installs them); fails loudly without them.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+struct Xvfb(Child, String);
+
+impl Drop for Xvfb {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_xvfb() -> Xvfb {
+    let n = (90..200)
+        .find(|n| {
+            !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
+                && !Path::new(&format!("/tmp/.X{n}-lock")).exists()
+        })
+        .expect("no free X display number");
+    let display = format!(":{n}");
+    let child = Command::new("Xvfb")
+        .args([&display, "-screen", "0", "1024x768x24", "-nolisten", "tcp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cannot start Xvfb: install it with `make setup` (package xvfb)");
+    let socket = format!("/tmp/.X11-unix/X{n}");
+    let start = Instant::now();
+    while !Path::new(&socket).exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "Xvfb did not start on {display}"
+        );
+        sleep(Duration::from_millis(100));
+    }
+    Xvfb(child, display)
+}
+
+fn xdotool(display: &str, args: &[&str]) -> String {
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg("xdotool")
+        .args(args)
+        .env("DISPLAY", display)
+        .output()
+        .expect("cannot run xdotool: install it with `make setup`");
+    assert!(
+        out.status.success(),
+        "xdotool {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn windowed_game_toggles_resizes_and_stays_validation_clean() {
+    let xvfb = start_xvfb();
+    let display = xvfb.1.clone();
+    let dir = common::out_dir("window_smoke");
+    let config = dir.join("smoke.toml");
+    std::fs::write(
+        &config,
+        "[window]\nwidth = 640\nheight = 360\nvsync = false\n[render]\noutput_width = 320\noutput_height = 180\n",
+    )
+    .unwrap();
+    let summary = dir.join("summary.json");
+    let mut game = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--summary")
+        .arg(&summary)
+        .args(["--exit-after-frames", "100000"])
+        .current_dir(&dir)
+        .env("DISPLAY", &display)
+        .env_remove("WAYLAND_DISPLAY")
+        .spawn()
+        .unwrap();
+
+    let window = xdotool(&display, &["search", "--sync", "--name", "upscale-demo"]);
+    let window = window.lines().next().unwrap().to_string();
+    sleep(Duration::from_secs(3));
+    xdotool(&display, &["windowfocus", "--sync", &window]);
+    for key in ["F1", "F1", "p", "F12"] {
+        xdotool(&display, &["key", key]);
+        sleep(Duration::from_millis(700));
+    }
+    for (w, h) in [
+        ("800", "500"),
+        ("300", "600"),
+        ("1000", "700"),
+        ("200", "120"),
+        ("640", "360"),
+    ] {
+        xdotool(&display, &["windowsize", &window, w, h]);
+        sleep(Duration::from_millis(400));
+    }
+    xdotool(&display, &["windowunmap", &window]);
+    sleep(Duration::from_secs(1));
+    xdotool(&display, &["windowmap", "--sync", &window]);
+    sleep(Duration::from_secs(2));
+
+    let screen = dir.join("screen.png");
+    let status = Command::new("import")
+        .args(["-window", "root"])
+        .arg(&screen)
+        .env("DISPLAY", &display)
+        .status()
+        .expect("cannot run `import`: install imagemagick with `make setup`");
+    assert!(status.success());
+    xdotool(&display, &["windowfocus", "--sync", &window]);
+    xdotool(&display, &["key", "Escape"]);
+
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = game.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = game.kill();
+            panic!("the game did not exit on Escape within 60 s");
+        }
+        sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "the game exited with {status}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(
+        json["validation_errors"], 0,
+        "validation errors in the windowed run"
+    );
+    assert_eq!(json["validation_enabled"], common::expect_validation());
+    assert!(
+        json["frames"].as_u64().unwrap() > 20,
+        "too few frames: {}",
+        json["frames"]
+    );
+    let shots: Vec<_> = std::fs::read_dir(dir.join("screenshots"))
+        .expect("F12 wrote no screenshot")
+        .collect();
+    assert_eq!(shots.len(), 1, "F12 should save exactly one screenshot");
+    let shot = image::open(shots[0].as_ref().unwrap().path())
+        .unwrap()
+        .to_rgb8();
+    assert!(
+        common::luma_std(&shot) > 15.0,
+        "the F12 screenshot looks blank"
+    );
+    let screen = image::open(&screen).unwrap().to_rgb8();
+    assert!(
+        common::luma_std(&screen) > 15.0,
+        "the Xvfb screenshot looks blank"
+    );
+}
