@@ -8,6 +8,7 @@ use upscale_demo::app::headless::{self, HeadlessArgs};
 use upscale_demo::app::window::{self, WindowArgs};
 use upscale_demo::app::{has_display, paths};
 use upscale_demo::game::textures;
+use upscale_demo::render::stats::stage_rank;
 use upscale_demo::upscale::Pattern;
 
 #[derive(Parser)]
@@ -161,7 +162,9 @@ fn run_headless(config: &Config, args: HeadlessArgs) -> anyhow::Result<()> {
         f,
         s.validation_errors
     );
-    for (name, st) in &s.stages {
+    let mut stages: Vec<_> = s.stages.iter().collect();
+    stages.sort_by_key(|(name, _)| (stage_rank(name), name.as_str()));
+    for (name, st) in stages {
         println!(
             "  {name:<24} p50 {:>8.3} ms  p99 {:>8.3} ms",
             st.p50_ms, st.p99_ms

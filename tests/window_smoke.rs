@@ -1,4 +1,5 @@
-//! The windowed game under Xvfb: it opens, toggles the overlay and the pattern, takes a
+//! The windowed game under Xvfb: it opens, toggles the overlay and the pattern (bilinear ->
+//! cpu-roundtrip), takes a
 //! screenshot, survives a resize storm and an unmap/map (what a window manager does on
 //! minimise), closes on Escape, and reports 0 validation errors.
 //!

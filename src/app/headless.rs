@@ -1,5 +1,6 @@
 //! The headless runner: the scripted camera path rendered offscreen (no window, no display),
-//! writing `last.png` (the final composited frame, overlay excluded) and `summary.json`.
+//! writing `last.png` (the final composited frame, overlay excluded), `input.png` (that frame's
+//! low-resolution scene image, what the upscaler got) and `summary.json`.
 //! Used by tests, benchmarks and machines without a display.
 
 use std::path::PathBuf;
@@ -57,6 +58,14 @@ pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
         vk::BufferUsageFlags::TRANSFER_DST,
         MemoryLocation::GpuToCpu,
     )?;
+    let render = s.renderer.sizes().render;
+    let input_readback = Buffer::new(
+        gpu,
+        "headless input capture",
+        render.width as u64 * render.height as u64 * 4,
+        vk::BufferUsageFlags::TRANSFER_DST,
+        MemoryLocation::GpuToCpu,
+    )?;
     let egui_ctx = egui::Context::default();
     let available: Vec<Pattern> = s
         .patterns()
@@ -108,6 +117,7 @@ pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
                 wait: None,
                 signal: None,
                 capture: last.then_some(readback.raw),
+                capture_input: last.then_some(input_readback.raw),
             }))
         };
         s.renderer
@@ -123,7 +133,17 @@ pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
         output.width,
         output.height,
         false,
-    );
+    )
+    .and_then(|()| {
+        capture::save_png(
+            &args.out.join("input.png"),
+            input_readback.mapped(),
+            render.width,
+            render.height,
+            false,
+        )
+    });
+    input_readback.destroy(&s.gpu);
     readback.destroy(&s.gpu);
     target.destroy(&s.gpu);
     saved?;

@@ -14,7 +14,7 @@ use crate::gpu::swapchain::Swapchain;
 use crate::gpu::{Gpu, Validation};
 use crate::render::overlay::{self, Action, Hud, OverlayModel};
 use crate::render::{Renderer, Sizes};
-use crate::upscale::Pattern;
+use crate::upscale::{self, MlSettings, Pattern};
 
 pub struct Surface {
     pub loader: khr::surface::Instance,
@@ -67,17 +67,27 @@ impl Session {
             Some(s) => s.swapchain.as_ref().unwrap().format,
             None => headless_format,
         };
+        let ml = ml_settings(config)?;
         let patterns: Vec<_> = Pattern::ALL
             .iter()
-            .map(|&p| (p, p.availability()))
+            .map(|&p| (p, upscale::probe(p, &ml, (rw, rh), (ow, oh))))
             .collect();
+        for (p, why) in &patterns {
+            if let Err(why) = why {
+                tracing::info!("{p} unavailable: {why}");
+            }
+        }
+        let mut notice = None;
         let renderer =
-            Renderer::new(&gpu, &world, &layers, sizes, format, pattern).or_else(|e| {
-                tracing::warn!("{pattern} failed to start ({e:#}); falling back to bilinear");
-                Renderer::new(&gpu, &world, &layers, sizes, format, Pattern::Bilinear)
-            })?;
-        let notice = (renderer.pattern() != pattern)
-            .then(|| format!("{pattern} is not available; using bilinear"));
+            match Renderer::new(&gpu, &world, &layers, sizes, format, pattern, ml.clone()) {
+                Ok(r) => r,
+                Err(e) if pattern != Pattern::Bilinear => {
+                    tracing::warn!("{pattern} failed to start ({e:#}); falling back to bilinear");
+                    notice = Some(format!("{pattern} is not available: {e:#}; using bilinear"));
+                    Renderer::new(&gpu, &world, &layers, sizes, format, Pattern::Bilinear, ml)?
+                }
+                Err(e) => return Err(e),
+            };
         Ok(Self {
             config: config.clone(),
             renderer: ManuallyDrop::new(renderer),
@@ -133,6 +143,7 @@ impl Session {
             device: &self.gpu.info,
             validation_errors: self.gpu.validation_errors(),
             host_copy_bytes: self.renderer.host_copy_bytes(),
+            bus_bytes: self.renderer.bus_bytes(),
             notice: self.notice.as_deref(),
             hud: Hud {
                 score: self.world.score,
@@ -230,4 +241,15 @@ fn create_gpu(
             swapchain: Some(swapchain),
         }),
     ))
+}
+
+/// The ML settings from the config, with paths resolved against the project.
+pub fn ml_settings(config: &Config) -> anyhow::Result<MlSettings> {
+    let ort = &config.onnxruntime;
+    Ok(MlSettings {
+        model: paths::resolve(&config.upscale.model),
+        library: (!ort.library.as_os_str().is_empty()).then(|| paths::resolve(&ort.library)),
+        provider: ort.execution_provider.parse()?,
+        intra_threads: (ort.intra_threads > 0).then_some(ort.intra_threads),
+    })
 }

@@ -41,7 +41,10 @@ pub struct Summary {
     pub cpu_ms: Option<Percentiles>,
     /// GPU spans and host sub-stages by name.
     pub stages: BTreeMap<String, StageSummary>,
+    /// Host bytes the upscale path copied in the last frame (conversions and staging).
     pub host_copy_bytes: u64,
+    /// Bytes moved between device and host memory per frame by the upscale path.
+    pub bus_bytes: u64,
 }
 
 impl Summary {
@@ -80,6 +83,7 @@ impl Summary {
             cpu_ms: renderer.stats.cpu_ms(),
             stages,
             host_copy_bytes: renderer.host_copy_bytes(),
+            bus_bytes: renderer.bus_bytes(),
         }
     }
 

@@ -304,6 +304,7 @@ impl Running {
                         wait: Some(sem),
                         signal: Some(swapchain.present_ready[i as usize]),
                         capture: shot.as_ref().map(|b| b.raw),
+                        capture_input: None,
                     }))
                 }
             }

@@ -89,3 +89,46 @@ impl Buffer {
         unsafe { gpu.device.destroy_buffer(self.raw, None) };
     }
 }
+
+impl Buffer {
+    /// Makes device writes visible to host reads of a mapped buffer whose memory is not
+    /// host-coherent (the device side is covered by a HOST-stage barrier in the command buffer).
+    pub fn invalidate_for_host(&self, gpu: &Gpu) -> Result<()> {
+        if let Some(range) = self.non_coherent_range(gpu) {
+            unsafe { gpu.device.invalidate_mapped_memory_ranges(&[range])? };
+        }
+        Ok(())
+    }
+
+    /// Makes host writes to a mapped buffer visible to the device when its memory is not
+    /// host-coherent (queue submission covers coherent memory).
+    pub fn flush_for_device(&self, gpu: &Gpu) -> Result<()> {
+        if let Some(range) = self.non_coherent_range(gpu) {
+            unsafe { gpu.device.flush_mapped_memory_ranges(&[range])? };
+        }
+        Ok(())
+    }
+
+    /// The atom-aligned memory range covering this buffer, or None for coherent memory.
+    fn non_coherent_range(&self, gpu: &Gpu) -> Option<vk::MappedMemoryRange<'static>> {
+        let coherent = self
+            .allocation
+            .memory_properties()
+            .contains(vk::MemoryPropertyFlags::HOST_COHERENT);
+        if coherent {
+            return None;
+        }
+        let atom = gpu.info.non_coherent_atom_size.max(1);
+        let start = self.allocation.offset() / atom * atom;
+        // SAFETY: the memory object outlives this call; the range is only used right away.
+        let memory = unsafe { self.allocation.memory() };
+        Some(
+            vk::MappedMemoryRange::default()
+                .memory(memory)
+                .offset(start)
+                // To the end of the memory object: always atom-valid, and touching neighbours
+                // of the same (host-mapped) block is harmless.
+                .size(vk::WHOLE_SIZE),
+        )
+    }
+}

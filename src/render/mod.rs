@@ -17,7 +17,7 @@ use crate::game::world::World;
 use crate::gpu::barrier::{self, State, Transition};
 use crate::gpu::frame::{self, Frame};
 use crate::gpu::{self, Gpu, Image, ImageDesc};
-use crate::upscale::{self, FrameIo, HostTimes, Pattern, Upscaler};
+use crate::upscale::{self, FrameIo, HostTimes, MlSettings, Pattern, Upscaler};
 use composite::CompositePass;
 use scene::{ScenePass, SceneTargets};
 use stats::{FrameRecord, Stats};
@@ -40,6 +40,9 @@ pub struct Target {
     pub signal: Option<vk::Semaphore>,
     /// A host-readable buffer to copy the composited image into, before the UI is drawn.
     pub capture: Option<vk::Buffer>,
+    /// A host-readable buffer to copy this frame's low-resolution scene image into (tests
+    /// compare a pattern's output with a reference run on exactly this input).
+    pub capture_input: Option<vk::Buffer>,
 }
 
 /// The UI to draw on top this frame (egui output, already tessellated).
@@ -60,6 +63,7 @@ pub struct Renderer {
     output: Image,
     composite: CompositePass,
     upscaler: Box<dyn Upscaler>,
+    ml: MlSettings,
     /// Timeline for the split frame of host-step patterns: submission A signals `n`, the host
     /// waits for `n` before the host step. Only the queue signals it; only the host waits on it.
     timeline: vk::Semaphore,
@@ -89,6 +93,7 @@ impl Renderer {
         sizes: Sizes,
         target_format: vk::Format,
         pattern: Pattern,
+        ml: MlSettings,
     ) -> anyhow::Result<Self> {
         let frames = (0..FRAMES_IN_FLIGHT)
             .map(|i| Frame::new(gpu, i))
@@ -108,7 +113,7 @@ impl Renderer {
             ),
         )?;
         let composite = CompositePass::new(gpu, target_format)?;
-        let upscaler = upscale::create(gpu, pattern, &targets.color, &output)?;
+        let upscaler = upscale::create(gpu, pattern, &ml, &targets.color, &output)?;
         let timeline = frame::timeline_semaphore(gpu, "frame timeline")?;
         let egui = egui_ash_renderer::Renderer::with_gpu_allocator(
             gpu.allocator.clone().unwrap(),
@@ -139,6 +144,7 @@ impl Renderer {
             output,
             composite,
             upscaler,
+            ml,
             timeline,
             timeline_value: 0,
             egui,
@@ -170,13 +176,17 @@ impl Renderer {
         self.upscaler.host_copy_bytes()
     }
 
+    pub fn bus_bytes(&self) -> u64 {
+        self.upscaler.bus_bytes()
+    }
+
     /// Replaces the upscaler. The old one goes to the deferred-destroy list of the slot that
     /// submitted last: when that slot's fence next signals, every frame that used it is done.
     pub fn switch_pattern(&mut self, gpu: &Gpu, pattern: Pattern) -> anyhow::Result<()> {
         if pattern == self.upscaler.pattern() {
             return Ok(());
         }
-        let new = upscale::create(gpu, pattern, &self.targets.color, &self.output)?;
+        let new = upscale::create(gpu, pattern, &self.ml, &self.targets.color, &self.output)?;
         let old = std::mem::replace(&mut self.upscaler, new);
         let last_slot = self.last_slot();
         self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
@@ -339,7 +349,7 @@ impl Renderer {
         gpu.device
             .queue_submit2(gpu.queue, &[submit], vk::Fence::null())?;
         frame::wait_timeline(gpu, self.timeline, value)?;
-        self.upscaler.run_host(slot, host)?;
+        self.upscaler.run_host(gpu, slot, host)?;
         let frame = &mut self.frames[slot];
         let cmd_b = frame.cmd[1];
         frame::begin(gpu, cmd_b)?;
@@ -393,7 +403,25 @@ impl Renderer {
             .record(gpu, cmd, &self.output, target.view, target.extent);
         timestamps.end(gpu, cmd, span);
         if let Some(buffer) = target.capture {
-            record_capture(device, cmd, target, buffer);
+            record_capture(
+                device,
+                cmd,
+                target.image,
+                target.extent,
+                barrier::COLOR_WRITE,
+                buffer,
+            );
+        }
+        if let Some(buffer) = target.capture_input {
+            let input = &self.targets.color;
+            record_capture(
+                device,
+                cmd,
+                input.raw,
+                input.extent(),
+                barrier::SAMPLED,
+                buffer,
+            );
         }
         let span = timestamps.begin(gpu, cmd, "ui");
         if let Some(ui) = ui {
@@ -494,29 +522,27 @@ impl Renderer {
     }
 }
 
-/// Copies the composited target into `buffer` (tightly packed RGBA8) and returns the target to
-/// COLOR_WRITE for the UI; the buffer is made visible to host reads after the frame's fence.
+/// Copies `image` (in state `state`) into `buffer` (tightly packed 4 bytes per pixel) and
+/// returns it to `state`; the buffer is visible to host reads once the frame's fence signalled.
 ///
 /// # Safety
-/// `cmd` is recording outside a rendering scope; the target is in COLOR_WRITE.
+/// `cmd` is recording outside a rendering scope; the image is in `state`.
 unsafe fn record_capture(
     device: &ash::Device,
     cmd: vk::CommandBuffer,
-    target: &Target,
+    image: vk::Image,
+    extent: vk::Extent2D,
+    state: State,
     buffer: vk::Buffer,
 ) {
     let range = barrier::color_range();
     let t = |from, to| Transition {
-        image: target.image,
+        image,
         range,
         from,
         to,
     };
-    barrier::transition(
-        device,
-        cmd,
-        &[t(barrier::COLOR_WRITE, barrier::TRANSFER_SRC)],
-    );
+    barrier::transition(device, cmd, &[t(state, barrier::TRANSFER_SRC)]);
     let copy = vk::BufferImageCopy::default()
         .image_subresource(vk::ImageSubresourceLayers {
             aspect_mask: vk::ImageAspectFlags::COLOR,
@@ -525,13 +551,13 @@ unsafe fn record_capture(
             layer_count: 1,
         })
         .image_extent(vk::Extent3D {
-            width: target.extent.width,
-            height: target.extent.height,
+            width: extent.width,
+            height: extent.height,
             depth: 1,
         });
     device.cmd_copy_image_to_buffer(
         cmd,
-        target.image,
+        image,
         vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
         buffer,
         &[copy],
@@ -545,8 +571,6 @@ unsafe fn record_capture(
         ),
         (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
     );
-    // Back to the layout the UI pass renders in; its load keeps the composited pixels.
-    let mut back = barrier::COLOR_WRITE;
-    back.layout = vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL;
-    barrier::transition(device, cmd, &[t(barrier::TRANSFER_SRC, back)]);
+    // Back to the state the next user expects (the UI pass loads the composited pixels).
+    barrier::transition(device, cmd, &[t(barrier::TRANSFER_SRC, state)]);
 }

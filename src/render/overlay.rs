@@ -30,6 +30,7 @@ pub struct OverlayModel<'a> {
     pub device: &'a DeviceInfo,
     pub validation_errors: u32,
     pub host_copy_bytes: u64,
+    pub bus_bytes: u64,
     /// The last problem worth telling the player (e.g. a pattern that failed to start).
     pub notice: Option<&'a str>,
     pub hud: Hud,
@@ -122,7 +123,11 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
         ui.strong("p99 ms");
         ui.end_row();
         for (name, p) in stats.stages_in_order() {
-            let indent = if name.contains('/') { "  " } else { "" };
+            let indent = if super::stats::TOP_STAGES.contains(&name) {
+                ""
+            } else {
+                "   "
+            };
             ui.label(format!("{indent}{name}"));
             ui.label(format!("{:.3}", p.p50_ms));
             ui.label(format!("{:.3}", p.p99_ms));
@@ -130,8 +135,9 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
         }
     });
     ui.small(format!(
-        "host bytes copied per frame: {}",
-        model.host_copy_bytes
+        "per frame: host copies {} · bus {}",
+        human_bytes(model.host_copy_bytes),
+        human_bytes(model.bus_bytes)
     ));
 }
 
@@ -176,4 +182,12 @@ fn draw_hud(ctx: &egui::Context, hud: &Hud) {
                 .extend(),
             );
         });
+}
+
+fn human_bytes(b: u64) -> String {
+    match b {
+        0 => "0 B".into(),
+        b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64),
+    }
 }

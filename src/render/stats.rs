@@ -92,13 +92,24 @@ impl Stats {
     }
 }
 
-fn stage_rank(name: &str) -> u8 {
+/// Top-level GPU stages; every other name is a sub-stage of `upscale` that a pattern reports.
+pub const TOP_STAGES: [&str; 4] = ["scene", "upscale", "composite", "ui"];
+
+/// Frame order; sub-stages in the order a pattern runs them.
+pub fn stage_rank(name: &str) -> u8 {
+    const SUB: [&str; 5] = [
+        "readback",
+        "to_tensor",
+        "inference",
+        "from_tensor",
+        "upload",
+    ];
     match name {
         "scene" => 0,
-        n if n.starts_with("upscale") => 1,
-        "composite" => 2,
-        "ui" => 3,
-        _ => 4,
+        "upscale" => 1,
+        "composite" => 40,
+        "ui" => 41,
+        n => SUB.iter().position(|s| *s == n).map_or(30, |i| 2 + i as u8),
     }
 }
 

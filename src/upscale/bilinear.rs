@@ -37,7 +37,7 @@ impl Upscaler for Bilinear {
 
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
         let device = &io.gpu.device;
-        let span = io.timestamps.begin(io.gpu, io.cmd, "upscale/bilinear");
+        let span = io.timestamps.begin(io.gpu, io.cmd, "bilinear");
         device.cmd_bind_pipeline(io.cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline.raw);
         pipeline::push_descriptors(
             io.gpu,

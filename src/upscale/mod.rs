@@ -5,7 +5,8 @@
 //! The frame loop (`render::Renderer`) owns acquire/present, the frame fences, the timeline
 //! semaphore and the image layouts at the seam. Before [`Upscaler::record`] the low-resolution
 //! scene image is in [`barrier::SAMPLED`] and the output image in [`barrier::UPSCALE_WRITE`]
-//! (GENERAL); afterwards the loop moves the output to SAMPLED for the composite, with a barrier
+//! (GENERAL); a pattern leaves them in those states when it is done (it may change them in
+//! between), and the loop then moves the output to SAMPLED for the composite, with a barrier
 //! that covers compute and copy writes.
 //!
 //! - **One submission** (bilinear, in-stream compute): `record` puts all GPU work into the frame's
@@ -21,8 +22,11 @@
 //! Patterns never wait for the whole device.
 
 pub mod bilinear;
+pub mod model;
+pub mod roundtrip;
 
 use std::fmt;
+use std::path::PathBuf;
 
 use ash::vk;
 
@@ -67,10 +71,7 @@ impl Pattern {
     /// Whether this build can run the pattern at all; the reason is shown greyed in the UI.
     pub fn availability(self) -> Result<(), String> {
         match self {
-            Pattern::Bilinear => Ok(()),
-            Pattern::CpuRoundtrip => {
-                Err("not in this build yet (CPU roundtrip through ONNX Runtime)".into())
-            }
+            Pattern::Bilinear | Pattern::CpuRoundtrip => Ok(()),
             Pattern::SharedMemory => Err("not in this build yet (external-memory share)".into()),
             Pattern::InStream => {
                 Err("not in this build yet (in-stream Vulkan compute engine)".into())
@@ -118,7 +119,7 @@ pub trait Upscaler {
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()>;
 
     /// The host step between the two submissions; the first submission has completed.
-    fn run_host(&mut self, _slot: usize, _times: &mut HostTimes) -> anyhow::Result<()> {
+    fn run_host(&mut self, _gpu: &Gpu, _slot: usize, _times: &mut HostTimes) -> anyhow::Result<()> {
         Ok(())
     }
 
@@ -135,24 +136,73 @@ pub trait Upscaler {
         0
     }
 
+    /// Bytes this pattern moves between device and host memory per frame.
+    fn bus_bytes(&self) -> u64 {
+        0
+    }
+
     /// Destroys GPU objects; called only after every frame that used them has completed.
     fn destroy(self: Box<Self>, gpu: &Gpu);
+}
+
+/// What the ML patterns load: from `config.toml` (`upscale.model`, `[onnxruntime]`).
+#[derive(Clone, Debug)]
+pub struct MlSettings {
+    pub model: PathBuf,
+    /// Explicit ONNX Runtime library, or None for the usual search.
+    pub library: Option<PathBuf>,
+    pub provider: model::ExecutionProvider,
+    pub intra_threads: Option<usize>,
+}
+
+impl MlSettings {
+    /// Loads ONNX Runtime (once per process) and says why it cannot be used.
+    pub fn runtime(&self) -> Result<model::RuntimeInfo, String> {
+        let location = model::locate_runtime(self.library.as_deref()).map_err(|e| e.to_string())?;
+        model::init_runtime(&location.path).map_err(|e| e.to_string())
+    }
 }
 
 /// Builds the upscaler for `pattern`, or says why it cannot run here.
 pub fn create(
     gpu: &Gpu,
     pattern: Pattern,
-    _input: &Image,
-    _output: &Image,
+    ml: &MlSettings,
+    input: &Image,
+    output: &Image,
 ) -> anyhow::Result<Box<dyn Upscaler>> {
     pattern
         .availability()
         .map_err(|why| anyhow::anyhow!("{pattern}: {why}"))?;
     match pattern {
         Pattern::Bilinear => Ok(Box::new(bilinear::Bilinear::new(gpu)?)),
+        Pattern::CpuRoundtrip => {
+            ml.runtime().map_err(anyhow::Error::msg)?;
+            Ok(Box::new(roundtrip::CpuRoundtrip::new(
+                gpu, ml, input, output,
+            )?))
+        }
         other => anyhow::bail!("{other} is not available"),
     }
+}
+
+/// Whether `pattern` can run with these settings and sizes, checked once at start-up so the UI
+/// can grey it out with the reason (ONNX Runtime missing or too old, a bad model, sizes that do
+/// not fit the model's scale).
+pub fn probe(
+    pattern: Pattern,
+    ml: &MlSettings,
+    render: (u32, u32),
+    output: (u32, u32),
+) -> Result<(), String> {
+    pattern.availability()?;
+    if pattern == Pattern::Bilinear {
+        return Ok(());
+    }
+    ml.runtime()?;
+    let (_, info) =
+        model::OrtModel::load(&ml.model, ml.provider, Some(1)).map_err(|e| e.to_string())?;
+    model::OrtModel::check_sizes(&info, render, output).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -166,5 +216,6 @@ mod tests {
         }
         assert_eq!(Pattern::parse("bicubic"), None);
         assert!(Pattern::Bilinear.availability().is_ok());
+        assert!(Pattern::InStream.availability().is_err());
     }
 }

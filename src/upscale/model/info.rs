@@ -1,0 +1,145 @@
+//! What the loader learns about a model, and the pure checks behind it.
+
+use std::path::{Path, PathBuf};
+
+use ort::value::{TensorElementType, ValueType};
+
+use super::ModelError;
+
+/// Channels the renderer feeds and expects back (RGB, NCHW).
+pub const IMAGE_CHANNELS: u32 = 3;
+pub const MAX_SCALE: u32 = 8;
+/// Metadata key holding the integer upscale factor.
+pub const SCALE_KEY: &str = "scale";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleSource {
+    Metadata,
+    ShapeProbe,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    pub path: PathBuf,
+    pub input_name: String,
+    pub output_name: String,
+    pub scale: u32,
+    pub channels: u32,
+    pub scale_source: ScaleSource,
+    /// Fixed input height/width if the model declares them; `None` = dynamic.
+    pub input_height: Option<u32>,
+    pub input_width: Option<u32>,
+}
+
+/// Shape of one image tensor as declared by the model; `None` = dynamic dimension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ImageDims {
+    pub channels: Option<u32>,
+    pub height: Option<u32>,
+    pub width: Option<u32>,
+}
+
+/// Checks that a model input/output is a rank-4 float32 NCHW tensor with 3 channels.
+/// `role` is "input" or "output", used in the message.
+pub(super) fn image_dims(
+    path: &Path,
+    role: &str,
+    name: &str,
+    ty: &ValueType,
+) -> Result<ImageDims, ModelError> {
+    let not_image = |found: String| ModelError::NotImage {
+        path: path.to_path_buf(),
+        found,
+    };
+    let ValueType::Tensor { ty, shape, .. } = ty else {
+        return Err(not_image(format!("{role} '{name}' is not a tensor ({ty})")));
+    };
+    if *ty != TensorElementType::Float32 {
+        return Err(not_image(format!("{role} '{name}' has element type {ty}")));
+    }
+    if shape.len() != 4 {
+        return Err(not_image(format!(
+            "{role} '{name}' has rank {} (shape {shape:?})",
+            shape.len()
+        )));
+    }
+    let dim = |d: i64| u32::try_from(d).ok().filter(|&d| d > 0);
+    let dims = ImageDims {
+        channels: dim(shape[1]),
+        height: dim(shape[2]),
+        width: dim(shape[3]),
+    };
+    match dims.channels {
+        Some(IMAGE_CHANNELS) => Ok(dims),
+        Some(c) => Err(not_image(format!("{role} '{name}' has {c} channel(s)"))),
+        None => Err(not_image(format!(
+            "{role} '{name}' has a dynamic channel dimension"
+        ))),
+    }
+}
+
+/// Parses the `scale` metadata value.
+pub(super) fn parse_scale(path: &Path, value: &str) -> Result<u32, ModelError> {
+    match value.trim().parse::<u32>() {
+        Ok(s) if (1..=MAX_SCALE).contains(&s) => Ok(s),
+        _ => Err(ModelError::Scale {
+            path: path.to_path_buf(),
+            reason: format!(
+                "metadata '{SCALE_KEY}' is {value:?}; it must be an integer from 1 to {MAX_SCALE} \
+                 (fix the model's metadata_props or remove the key to let the loader probe the shapes)"
+            ),
+        }),
+    }
+}
+
+/// Scale from an input/output size pair: equal integer factor in both dimensions.
+pub(super) fn scale_from_sizes(
+    path: &Path,
+    input: (u32, u32),
+    output: (u32, u32),
+) -> Result<u32, ModelError> {
+    let (ih, iw) = input;
+    let (oh, ow) = output;
+    let ok = ih > 0 && iw > 0 && oh % ih == 0 && ow % iw == 0 && oh / ih == ow / iw;
+    match ok.then(|| oh / ih) {
+        Some(s) if (1..=MAX_SCALE).contains(&s) => Ok(s),
+        _ => Err(ModelError::Scale {
+            path: path.to_path_buf(),
+            reason: format!(
+                "input {iw}x{ih} gives output {ow}x{oh}, which is not one integer scale from 1 to {MAX_SCALE} \
+                 in both dimensions; add metadata '{SCALE_KEY}' or use an integer-scale upscaler"
+            ),
+        }),
+    }
+}
+
+pub(super) fn both(h: Option<u32>, w: Option<u32>) -> Option<(u32, u32)> {
+    Some((h?, w?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_metadata_bounds() {
+        let p = Path::new("m.onnx");
+        assert_eq!(parse_scale(p, "2").unwrap(), 2);
+        assert_eq!(parse_scale(p, " 8 ").unwrap(), 8);
+        for bad in ["0", "9", "2.0", "x2", ""] {
+            let err = parse_scale(p, bad).unwrap_err();
+            assert!(matches!(err, ModelError::Scale { .. }), "{bad}");
+            assert!(err.to_string().contains("m.onnx"), "{err}");
+        }
+    }
+
+    #[test]
+    fn scale_from_shapes() {
+        let p = Path::new("m.onnx");
+        assert_eq!(scale_from_sizes(p, (8, 8), (16, 16)).unwrap(), 2);
+        assert_eq!(scale_from_sizes(p, (180, 320), (720, 1280)).unwrap(), 4);
+        assert!(scale_from_sizes(p, (8, 8), (16, 24)).is_err());
+        assert!(scale_from_sizes(p, (8, 8), (12, 12)).is_err());
+        assert!(scale_from_sizes(p, (8, 8), (8 * 9, 8 * 9)).is_err());
+    }
+}

@@ -1,0 +1,505 @@
+//! ONNX upscaler models run through ONNX Runtime (`ort`, loaded dynamically).
+//!
+//! Start-up order: [`locate_runtime`] → [`init_runtime`] (once per process) →
+//! [`OrtModel::load`] → [`OrtModel::check_sizes`] → [`OrtModel::run`] per frame.
+//! `OrtModel::load` initialises the runtime from `locate_runtime(None)` if the app did not.
+
+mod info;
+mod runtime;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::str::FromStr;
+
+use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
+use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
+use ort::value::{Shape, Tensor, TensorRef, TensorRefMut};
+use ort::AsPointer;
+
+pub use info::{ModelInfo, ScaleSource, IMAGE_CHANNELS, MAX_SCALE, SCALE_KEY};
+pub use runtime::{
+    check_runtime_path, init_runtime, locate_runtime, locate_runtime_in, RuntimeInfo,
+    RuntimeLocation, RuntimeSource, DEPS_DIR, RUNTIME_ENV_VAR, RUNTIME_FILE_NAME,
+};
+
+const CUDA_PROVIDER: &str = "CUDAExecutionProvider";
+/// Probe size for models whose output shape is only known after a run.
+const PROBE_SIZE: u32 = 8;
+
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+pub enum ModelError {
+    #[error(
+        "ONNX Runtime library not found: {searched}; run the set-up script to fetch it into {DEPS_DIR}/, \
+         or point the runtime path in the config (or {RUNTIME_ENV_VAR}) at libonnxruntime.so"
+    )]
+    RuntimeMissing { searched: String },
+    #[error(
+        "cannot load ONNX Runtime from {}: {reason}; this build needs ONNX Runtime 1.30 or newer \
+         (run the set-up script, or fix the runtime path in the config / {RUNTIME_ENV_VAR})", path.display()
+    )]
+    RuntimeLoad { path: PathBuf, reason: String },
+    #[error("model file {} does not exist; check the model path in the config", .0.display())]
+    NotFound(PathBuf),
+    #[error(
+        "model {}: ONNX Runtime cannot load it: {reason}; check that the file is a complete .onnx model", path.display()
+    )]
+    Invalid { path: PathBuf, reason: String },
+    #[error(
+        "model {}: {found}; the upscaler needs NCHW float32 with {IMAGE_CHANNELS} channels in and out \
+         (one input, one output)", path.display()
+    )]
+    NotImage { path: PathBuf, found: String },
+    #[error("model {}: cannot determine the upscale factor: {reason}", path.display())]
+    Scale { path: PathBuf, reason: String },
+    #[error(
+        "model {} upscales x{scale}, so render size {}x{} gives {}x{}, but the output size is {}x{}; \
+         change `render.output_width`/`render.output_height` or `render.scale` so that render size x {scale} = output size",
+        model.display(), render.0, render.1, render.0 * scale, render.1 * scale, output.0, output.1
+    )]
+    SizeMismatch {
+        model: PathBuf,
+        scale: u32,
+        render: (u32, u32),
+        output: (u32, u32),
+    },
+    #[error(
+        "model {}: execution provider {provider} is not available ({reason}); available: {}; \
+         set the execution provider to `cpu` in the config, or install an ONNX Runtime build that has {provider}",
+        model.display(), available.join(", ")
+    )]
+    ProviderUnavailable {
+        model: PathBuf,
+        provider: String,
+        available: Vec<String>,
+        reason: String,
+    },
+    #[error("{0}")]
+    Run(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecutionProvider {
+    #[default]
+    Cpu,
+    Cuda,
+}
+
+impl ExecutionProvider {
+    pub const ALLOWED: &'static str = "cpu, cuda";
+
+    /// ONNX Runtime's name, as listed by `GetAvailableProviders`.
+    pub fn ort_name(self) -> &'static str {
+        match self {
+            Self::Cpu => "CPUExecutionProvider",
+            Self::Cuda => CUDA_PROVIDER,
+        }
+    }
+}
+
+impl fmt::Display for ExecutionProvider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+        })
+    }
+}
+
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+#[error("unknown execution provider {0:?}; allowed values: {allowed}", allowed = ExecutionProvider::ALLOWED)]
+pub struct UnknownProvider(pub String);
+
+impl FromStr for ExecutionProvider {
+    type Err = UnknownProvider;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cpu" => Ok(Self::Cpu),
+            "cuda" => Ok(Self::Cuda),
+            _ => Err(UnknownProvider(s.to_string())),
+        }
+    }
+}
+
+/// The preallocated-output run options, reused while the caller keeps passing the same
+/// output buffer (the usual case: one persistent staging buffer per frame size).
+struct OutputBinding {
+    ptr: usize,
+    shape: [usize; 4],
+    options: RunOptions<HasSelectedOutputs>,
+}
+
+pub struct OrtModel {
+    session: Session,
+    info: ModelInfo,
+    output: Option<OutputBinding>,
+}
+
+impl fmt::Debug for OrtModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OrtModel")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OrtModel {
+    /// Loads and validates an upscaler model. `intra_threads` defaults to
+    /// `std::thread::available_parallelism()`.
+    pub fn load(
+        path: &Path,
+        ep: ExecutionProvider,
+        intra_threads: Option<usize>,
+    ) -> Result<(Self, ModelInfo), ModelError> {
+        if !path.is_file() {
+            return Err(ModelError::NotFound(path.to_path_buf()));
+        }
+        let (env, rt) = runtime::environment()?;
+        let invalid = |reason: String| ModelError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let unavailable = |reason: String| ModelError::ProviderUnavailable {
+            model: path.to_path_buf(),
+            provider: ep.ort_name().to_string(),
+            available: rt.providers.clone(),
+            reason,
+        };
+        if !rt.providers.iter().any(|p| p == ep.ort_name()) {
+            return Err(unavailable(format!(
+                "the ONNX Runtime library at {} was built without it",
+                rt.path.display()
+            )));
+        }
+
+        let threads = intra_threads
+            .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+            .unwrap_or(1);
+        // `ort::Error<SessionBuilder>` is not Send, so errors become strings right away.
+        let mut builder = Session::builder(env)
+            .map_err(|e| invalid(e.to_string()))?
+            .with_intra_threads(threads)
+            .map_err(|e| invalid(e.to_string()))?
+            // Spinning workers would keep CPU cores busy between frames, starving the renderer.
+            .with_intra_op_spinning(false)
+            .map_err(|e| invalid(e.to_string()))?;
+        if ep == ExecutionProvider::Cuda {
+            // Without error_on_failure ORT would silently fall back to the CPU.
+            builder = builder
+                .with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()])
+                .map_err(|e| unavailable(format!("registering it failed: {e}")))?;
+        }
+        let mut session = builder
+            .commit_from_file(path)
+            .map_err(|e| invalid(e.to_string()))?;
+
+        let info = inspect(path, &mut session)?;
+        tracing::info!(
+            model = %path.display(), scale = info.scale, scale_source = ?info.scale_source,
+            provider = %ep, threads, "upscaler model loaded"
+        );
+        let model = Self {
+            session,
+            info: info.clone(),
+            output: None,
+        };
+        Ok((model, info))
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// Checks the configured sizes against the model: `render × scale == output`, and a
+    /// fixed-size model input must equal the render size.
+    pub fn check_sizes(
+        info: &ModelInfo,
+        render: (u32, u32),
+        output: (u32, u32),
+    ) -> Result<(), ModelError> {
+        let scaled = (
+            render.0.checked_mul(info.scale),
+            render.1.checked_mul(info.scale),
+        );
+        if scaled != (Some(output.0), Some(output.1)) {
+            return Err(ModelError::SizeMismatch {
+                model: info.path.clone(),
+                scale: info.scale,
+                render,
+                output,
+            });
+        }
+        let fixed = info::both(info.input_height, info.input_width);
+        if let Some((h, w)) = fixed.filter(|&(h, w)| (w, h) != render) {
+            return Err(ModelError::NotImage {
+                path: info.path.clone(),
+                found: format!(
+                    "input '{}' has a fixed size of {w}x{h} but the render size is {}x{}; \
+                     set `render.output_width`/`render.output_height` and `render.scale` to match",
+                    info.input_name, render.0, render.1
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs the model on `input` (`in_shape` = [N, C, H, W]) writing into `output`
+    /// (`out_shape` = [N, C, H×scale, W×scale]). Both buffers are used in place: ORT reads
+    /// `input` through a tensor view and writes the result directly into `output`.
+    ///
+    /// Frame-sized buffers are never allocated here. What remains per call is small and
+    /// inside ort/ORT: the input `OrtValue` + `OrtMemoryInfo` wrappers and ORT's
+    /// intermediate activations (served from its arena after the first frames). The
+    /// output wrapper is rebuilt only when the output buffer's address or shape changes.
+    pub fn run(
+        &mut self,
+        input: &mut [f32],
+        in_shape: [usize; 4],
+        output: &mut [f32],
+        out_shape: [usize; 4],
+    ) -> Result<(), ModelError> {
+        self.check_run_shapes(input.len(), in_shape, output.len(), out_shape)?;
+        let path = self.info.path.clone();
+        let run_err = move |what: &str, e: ort::Error| {
+            ModelError::Run(format!("model {}: {what}: {e}", path.display()))
+        };
+
+        let key = (output.as_mut_ptr() as usize, out_shape);
+        if self.output.as_ref().map(|b| (b.ptr, b.shape)) != Some(key) {
+            self.output = None;
+            // SAFETY: `output` is a live CPU buffer of exactly `out_shape` f32 elements
+            // (checked above). The wrapper is only used by a run that is passed the same
+            // address and shape again, i.e. while the caller lends us that buffer.
+            let value = unsafe { wrap_f32_buffer(output, out_shape, self.session.allocator()) }
+                .map_err(|e| run_err("cannot wrap the output buffer", e))?;
+            let name = self.info.output_name.as_str();
+            let options = RunOptions::new()
+                .map_err(|e| run_err("cannot create run options", e))?
+                .with_outputs(
+                    OutputSelector::no_default()
+                        .with(name)
+                        .preallocate(name, value),
+                );
+            self.output = Some(OutputBinding {
+                ptr: key.0,
+                shape: out_shape,
+                options,
+            });
+        }
+        let options = &self.output.as_ref().expect("set above").options;
+
+        let mem = cpu_memory_info().map_err(|e| run_err("cannot describe CPU memory", e))?;
+        // SAFETY: `input` holds exactly `in_shape` elements (checked above) and outlives
+        // `input_view`, which is dropped at the end of this call.
+        let input_view = unsafe {
+            TensorRefMut::<f32>::from_raw(mem, input.as_mut_ptr().cast(), to_shape(in_shape))
+        }
+        .map_err(|e| run_err("cannot wrap the input buffer", e))?;
+        let outputs = self
+            .session
+            .run_with_options(ort::inputs![input_view], options)
+            .map_err(|e| run_err("inference failed", e))?;
+        drop(outputs);
+        Ok(())
+    }
+
+    fn check_run_shapes(
+        &self,
+        in_len: usize,
+        in_shape: [usize; 4],
+        out_len: usize,
+        out_shape: [usize; 4],
+    ) -> Result<(), ModelError> {
+        let info = &self.info;
+        let s = info.scale as usize;
+        let c = info.channels as usize;
+        let expected_out = [in_shape[0], c, in_shape[2] * s, in_shape[3] * s];
+        let problem = if in_shape[1] != c || in_shape.contains(&0) {
+            Some(format!(
+                "input shape {in_shape:?} must be [N, {c}, H, W] with non-zero sizes"
+            ))
+        } else if out_shape != expected_out {
+            Some(format!(
+                "output shape {out_shape:?} must be {expected_out:?} for input {in_shape:?} at x{s}"
+            ))
+        } else if in_len != in_shape.iter().product::<usize>() {
+            Some(format!(
+                "input buffer has {in_len} floats but shape {in_shape:?} needs {}",
+                in_shape.iter().product::<usize>()
+            ))
+        } else if out_len != out_shape.iter().product::<usize>() {
+            Some(format!(
+                "output buffer has {out_len} floats but shape {out_shape:?} needs {}",
+                out_shape.iter().product::<usize>()
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(p) => Err(ModelError::Run(format!(
+                "model {}: {p}",
+                info.path.display()
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Validates the session's signature and determines the scale.
+fn inspect(path: &Path, session: &mut Session) -> Result<ModelInfo, ModelError> {
+    let not_image = |found: String| ModelError::NotImage {
+        path: path.to_path_buf(),
+        found,
+    };
+    let names = |outlets: &[ort::value::Outlet]| {
+        outlets
+            .iter()
+            .map(|o| format!("'{}'", o.name()))
+            .collect::<Vec<_>>()
+    };
+    let (ins, outs) = (session.inputs(), session.outputs());
+    if ins.len() != 1 || outs.len() != 1 {
+        return Err(not_image(format!(
+            "it has {} input(s) [{}] and {} output(s) [{}]",
+            ins.len(),
+            names(ins).join(", "),
+            outs.len(),
+            names(outs).join(", ")
+        )));
+    }
+    let (input_name, output_name) = (ins[0].name().to_string(), outs[0].name().to_string());
+    let in_dims = info::image_dims(path, "input", &input_name, ins[0].dtype())?;
+    let out_dims = info::image_dims(path, "output", &output_name, outs[0].dtype())?;
+    let static_scale = match (
+        info::both(in_dims.height, in_dims.width),
+        info::both(out_dims.height, out_dims.width),
+    ) {
+        (Some(i), Some(o)) => Some(info::scale_from_sizes(path, i, o)?),
+        _ => None,
+    };
+
+    let metadata_scale = session
+        .metadata()
+        .map_err(|e| ModelError::Invalid {
+            path: path.to_path_buf(),
+            reason: format!("cannot read metadata: {e}"),
+        })?
+        .custom(SCALE_KEY);
+    let (scale, scale_source) = match (metadata_scale, static_scale) {
+        (Some(value), static_scale) => {
+            let scale = info::parse_scale(path, &value)?;
+            if let Some(shape_scale) = static_scale.filter(|&s| s != scale) {
+                return Err(ModelError::Scale {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "metadata '{SCALE_KEY}' says {scale} but the tensor shapes give {shape_scale}; fix the metadata"
+                    ),
+                });
+            }
+            (scale, ScaleSource::Metadata)
+        }
+        (None, Some(scale)) => (scale, ScaleSource::ShapeProbe),
+        (None, None) => (
+            probe_scale(path, session, &input_name, in_dims)?,
+            ScaleSource::ShapeProbe,
+        ),
+    };
+
+    Ok(ModelInfo {
+        path: path.to_path_buf(),
+        input_name,
+        output_name,
+        scale,
+        channels: IMAGE_CHANNELS,
+        scale_source,
+        input_height: in_dims.height,
+        input_width: in_dims.width,
+    })
+}
+
+/// Runs the model once on zeros and compares the output size with the input size.
+fn probe_scale(
+    path: &Path,
+    session: &mut Session,
+    input_name: &str,
+    dims: info::ImageDims,
+) -> Result<u32, ModelError> {
+    let h = dims.height.unwrap_or(PROBE_SIZE);
+    let w = dims.width.unwrap_or(PROBE_SIZE);
+    let shape = [1, IMAGE_CHANNELS as usize, h as usize, w as usize];
+    let zeros = vec![0.0f32; shape.iter().product()];
+    let probe_err = |e: ort::Error| ModelError::Scale {
+        path: path.to_path_buf(),
+        reason: format!(
+            "the shape probe (running input '{input_name}' on a {w}x{h} zero image) failed: {e}; \
+             add metadata '{SCALE_KEY}' to the model"
+        ),
+    };
+    let input = TensorRef::from_array_view((shape, zeros.as_slice())).map_err(probe_err)?;
+    let outputs = session.run(ort::inputs![input]).map_err(probe_err)?;
+    let (out_shape, _) = outputs[0].try_extract_tensor::<f32>().map_err(probe_err)?;
+    let out_hw = (out_shape.len() == 4)
+        .then(|| {
+            (
+                u32::try_from(out_shape[2]).ok(),
+                u32::try_from(out_shape[3]).ok(),
+            )
+        })
+        .and_then(|(oh, ow)| info::both(oh, ow));
+    match out_hw {
+        Some(o) => info::scale_from_sizes(path, (h, w), o),
+        None => Err(ModelError::Scale {
+            path: path.to_path_buf(),
+            reason: format!("the shape probe produced output shape {out_shape:?}, expected rank 4"),
+        }),
+    }
+}
+
+fn cpu_memory_info() -> ort::Result<MemoryInfo<'static>> {
+    MemoryInfo::new(
+        AllocationDevice::CPU,
+        0,
+        AllocatorType::Device,
+        MemoryType::Default,
+    )
+}
+
+fn to_shape(dims: [usize; 4]) -> Shape {
+    Shape::new(dims.map(|d| d as i64))
+}
+
+/// An owned `ort` tensor over caller memory, as `OutputSelector::preallocate` needs an
+/// owned `Value` and `TensorRefMut` cannot be turned into one (its `try_upgrade` refuses
+/// borrowed data). `CreateTensorWithDataAsOrtValue` does not take ownership of the data,
+/// so dropping the value releases only ORT's tensor header.
+///
+/// # Safety
+/// The returned value must only be used by runs while `buf` is alive and not otherwise
+/// accessed.
+unsafe fn wrap_f32_buffer(
+    buf: &mut [f32],
+    shape: [usize; 4],
+    allocator: &Allocator,
+) -> ort::Result<Tensor<f32>> {
+    let mem = cpu_memory_info()?;
+    let dims = shape.map(|d| d as i64);
+    let mut value: *mut ort::sys::OrtValue = std::ptr::null_mut();
+    // SAFETY: all pointers are valid for the call; `buf` has `shape` elements (caller).
+    unsafe {
+        ort::Error::result_from_status((ort::api().CreateTensorWithDataAsOrtValue)(
+            mem.ptr(),
+            buf.as_mut_ptr().cast(),
+            std::mem::size_of_val(buf),
+            dims.as_ptr(),
+            dims.len(),
+            ort::sys::ONNXTensorElementDataType::ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
+            &mut value,
+        ))?;
+    }
+    let value = NonNull::new(value)
+        .ok_or_else(|| ort::Error::new("CreateTensorWithDataAsOrtValue returned null"))?;
+    // SAFETY: `value` is a fresh tensor we own; `from_ptr` insists on an allocator for
+    // tensors, and the session's CPU allocator describes the same memory kind.
+    Ok(unsafe { Tensor::from_ptr(value, Some(allocator)) })
+}
