@@ -54,11 +54,22 @@ pub struct OrtConfig {
     pub intra_threads: usize,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GpuConfig {
     /// Empty: the best device; else an index or part of the device name.
     pub device: String,
+    /// false: behave as if the device lacked VK_EXT_external_memory_host.
+    pub external_memory_host: bool,
+}
+
+impl Default for GpuConfig {
+    fn default() -> Self {
+        Self {
+            device: String::new(),
+            external_memory_host: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

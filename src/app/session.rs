@@ -42,7 +42,12 @@ impl Session {
         headless_format: vk::Format,
         pattern: Pattern,
     ) -> anyhow::Result<Self> {
-        let (gpu, surface) = create_gpu(config, window)?;
+        let (mut gpu, surface) = create_gpu(config, window)?;
+        if !config.gpu.external_memory_host {
+            // Behave as a device without the extension (tests, and users comparing domains).
+            gpu.external_memory_host = None;
+            gpu.info.external_memory_host = false;
+        }
         let ((rw, rh), (ow, oh)) = config.sizes();
         let limit = gpu.info.max_image_dimension_2d;
         if ow.max(oh) > limit {
@@ -70,7 +75,7 @@ impl Session {
         let ml = ml_settings(config)?;
         let patterns: Vec<_> = Pattern::ALL
             .iter()
-            .map(|&p| (p, upscale::probe(p, &ml, (rw, rh), (ow, oh))))
+            .map(|&p| (p, upscale::probe(&gpu, p, &ml, (rw, rh), (ow, oh))))
             .collect();
         for (p, why) in &patterns {
             if let Err(why) = why {
@@ -144,6 +149,7 @@ impl Session {
             validation_errors: self.gpu.validation_errors(),
             host_copy_bytes: self.renderer.host_copy_bytes(),
             bus_bytes: self.renderer.bus_bytes(),
+            pattern_note: self.renderer.describe(),
             notice: self.notice.as_deref(),
             hud: Hud {
                 score: self.world.score,

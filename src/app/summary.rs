@@ -45,6 +45,8 @@ pub struct Summary {
     pub host_copy_bytes: u64,
     /// Bytes moved between device and host memory per frame by the upscale path.
     pub bus_bytes: u64,
+    /// How the pattern ran (e.g. the shared-memory domain), empty when nothing to say.
+    pub pattern_note: String,
 }
 
 impl Summary {
@@ -84,6 +86,7 @@ impl Summary {
             stages,
             host_copy_bytes: renderer.host_copy_bytes(),
             bus_bytes: renderer.bus_bytes(),
+            pattern_note: renderer.describe(),
         }
     }
 

@@ -25,6 +25,11 @@ pub struct DeviceInfo {
     pub non_coherent_atom_size: u64,
     /// VK_EXT_external_memory_host is there (the host-memory domain of the shared-memory pattern).
     pub external_memory_host: bool,
+    /// Alignment of host pointers and sizes imported with VK_EXT_external_memory_host.
+    pub min_imported_host_pointer_alignment: u64,
+    /// Opaque-fd export of memory and semaphores (the CUDA domain of the shared-memory pattern).
+    pub external_memory_fd: bool,
+    pub external_semaphore_fd: bool,
 }
 
 /// A window surface the chosen queue must be able to present to.
@@ -46,6 +51,8 @@ pub struct Gpu {
     pub queue_family: u32,
     pub info: DeviceInfo,
     pub push_descriptor: khr::push_descriptor::Device,
+    /// Present when the device has VK_EXT_external_memory_host (and it was not disabled).
+    pub external_memory_host: Option<ext::external_memory_host::Device>,
     debug: Option<ext::debug_utils::Device>,
     /// Option so Drop can release it before the device; shared with egui-ash-renderer.
     pub allocator: Option<Arc<Mutex<Allocator>>>,
@@ -90,6 +97,9 @@ impl Gpu {
             allocation_sizes: Default::default(),
         })?;
         let push_descriptor = khr::push_descriptor::Device::new(&instance.raw, &device);
+        let external_memory_host = info
+            .external_memory_host
+            .then(|| ext::external_memory_host::Device::new(&instance.raw, &device));
         let debug = instance
             .debug_utils
             .as_ref()
@@ -109,6 +119,7 @@ impl Gpu {
             queue_family,
             info,
             push_descriptor,
+            external_memory_host,
             debug,
             allocator: Some(Arc::new(Mutex::new(allocator))),
         };
@@ -226,7 +237,10 @@ fn pick_queue_family(
 
 fn read_info(instance: &ash::Instance, pd: vk::PhysicalDevice, family: u32) -> DeviceInfo {
     let mut driver = vk::PhysicalDeviceDriverProperties::default();
-    let mut props2 = vk::PhysicalDeviceProperties2::default().push_next(&mut driver);
+    let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+    let mut props2 = vk::PhysicalDeviceProperties2::default()
+        .push_next(&mut driver)
+        .push_next(&mut host);
     unsafe { instance.get_physical_device_properties2(pd, &mut props2) };
     let props = props2.properties;
     let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
@@ -263,6 +277,9 @@ fn read_info(instance: &ash::Instance, pd: vk::PhysicalDevice, family: u32) -> D
         max_image_dimension_2d: props.limits.max_image_dimension2_d,
         non_coherent_atom_size: props.limits.non_coherent_atom_size,
         external_memory_host: has(ext::external_memory_host::NAME),
+        min_imported_host_pointer_alignment: host.min_imported_host_pointer_alignment,
+        external_memory_fd: has(khr::external_memory_fd::NAME),
+        external_semaphore_fd: has(khr::external_semaphore_fd::NAME),
     }
 }
 
@@ -282,6 +299,9 @@ fn create_device(
     let mut extensions = vec![khr::push_descriptor::NAME];
     if windowed {
         extensions.push(khr::swapchain::NAME);
+    }
+    if info.external_memory_host {
+        extensions.push(ext::external_memory_host::NAME);
     }
     if let Some(missing) = extensions.iter().find(|e| !has(e)) {
         return Err(Error::NoDevice(format!(

@@ -123,3 +123,12 @@ pub fn wait_timeline(gpu: &Gpu, semaphore: vk::Semaphore, value: u64) -> Result<
     unsafe { gpu.device.wait_semaphores(&info, u64::MAX)? };
     Ok(())
 }
+
+/// Signals `semaphore` to `value` from the host (the host step of a split frame is done).
+pub fn signal_timeline(gpu: &Gpu, semaphore: vk::Semaphore, value: u64) -> Result<()> {
+    let info = vk::SemaphoreSignalInfo::default()
+        .semaphore(semaphore)
+        .value(value);
+    unsafe { gpu.device.signal_semaphore(&info)? };
+    Ok(())
+}

@@ -17,7 +17,7 @@ use crate::game::world::World;
 use crate::gpu::barrier::{self, State, Transition};
 use crate::gpu::frame::{self, Frame};
 use crate::gpu::{self, Gpu, Image, ImageDesc};
-use crate::upscale::{self, FrameIo, HostTimes, MlSettings, Pattern, Upscaler};
+use crate::upscale::{self, FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use composite::CompositePass;
 use scene::{ScenePass, SceneTargets};
 use stats::{FrameRecord, Stats};
@@ -64,8 +64,9 @@ pub struct Renderer {
     composite: CompositePass,
     upscaler: Box<dyn Upscaler>,
     ml: MlSettings,
-    /// Timeline for the split frame of host-step patterns: submission A signals `n`, the host
-    /// waits for `n` before the host step. Only the queue signals it; only the host waits on it.
+    /// Timeline of split frames. Submission A signals `n` (queue); the host waits for `n` before
+    /// its step. For `Schedule::HostSignal` the host then signals `n + 1` and submission B,
+    /// already queued, waits for `n + 1` on the GPU.
     timeline: vk::Semaphore,
     timeline_value: u64,
     egui: egui_ash_renderer::Renderer<GpuAllocator>,
@@ -180,6 +181,10 @@ impl Renderer {
         self.upscaler.bus_bytes()
     }
 
+    pub fn describe(&self) -> String {
+        self.upscaler.describe()
+    }
+
     /// Replaces the upscaler. The old one goes to the deferred-destroy list of the slot that
     /// submitted last: when that slot's fence next signals, every frame that used it is done.
     pub fn switch_pattern(&mut self, gpu: &Gpu, pattern: Pattern) -> anyhow::Result<()> {
@@ -220,14 +225,34 @@ impl Renderer {
         let ui = ui.as_deref();
         let mut host = HostTimes::new();
         let cmd = unsafe { self.record_until_split(gpu, slot, world)? };
-        let cmd = if self.upscaler.host_step() {
-            unsafe { self.split_for_host_step(gpu, slot, cmd, &mut host)? }
-        } else {
-            cmd
-        };
+        // SAFETY: each command buffer is recorded once, after this slot's fence was waited on.
         unsafe {
-            self.record_tail(gpu, slot, cmd, &target, ui)?;
-            self.submit_tail(gpu, slot, cmd, &target)?;
+            match self.upscaler.schedule() {
+                Schedule::Single => {
+                    self.record_tail(gpu, slot, cmd, &target, ui)?;
+                    self.submit_tail(gpu, slot, cmd, &target, None)?;
+                }
+                Schedule::HostStep => {
+                    let value = self.submit_first(gpu, cmd)?;
+                    frame::wait_timeline(gpu, self.timeline, value)?;
+                    self.upscaler.run_host(gpu, slot, &mut host)?;
+                    let cmd_b = self.begin_second(gpu, slot)?;
+                    self.record_tail(gpu, slot, cmd_b, &target, ui)?;
+                    self.submit_tail(gpu, slot, cmd_b, &target, None)?;
+                }
+                Schedule::HostSignal => {
+                    let value = self.submit_first(gpu, cmd)?;
+                    let cmd_b = self.begin_second(gpu, slot)?;
+                    self.record_tail(gpu, slot, cmd_b, &target, ui)?;
+                    self.submit_tail(gpu, slot, cmd_b, &target, Some(value + 1))?;
+                    frame::wait_timeline(gpu, self.timeline, value)?;
+                    let ran = self.upscaler.run_host(gpu, slot, &mut host);
+                    // Signal even when the host step failed: B is already waiting on the GPU.
+                    frame::signal_timeline(gpu, self.timeline, value + 1)?;
+                    self.timeline_value = value + 1;
+                    ran?;
+                }
+            }
         }
         let now = Instant::now();
         let frame_ms = self
@@ -316,7 +341,7 @@ impl Renderer {
             timestamps: &mut frame.timestamps,
         };
         self.upscaler.record(&mut io)?;
-        if !self.upscaler.host_step() {
+        if self.upscaler.schedule() == Schedule::Single {
             frame.timestamps.end(gpu, cmd, span);
         } else {
             // The span closes in the second command buffer: `upscale` then covers the whole
@@ -326,15 +351,11 @@ impl Renderer {
         Ok(cmd)
     }
 
-    /// Submits A (signalling the timeline), waits for it on the host, runs the host step and
-    /// begins B with the upscaler's second part. Returns B.
-    unsafe fn split_for_host_step(
-        &mut self,
-        gpu: &Gpu,
-        slot: usize,
-        cmd_a: vk::CommandBuffer,
-        host: &mut HostTimes,
-    ) -> anyhow::Result<vk::CommandBuffer> {
+    /// Submits command buffer A signalling the next timeline value, which it returns.
+    ///
+    /// # Safety
+    /// `cmd_a` is recording and holds the first half of this frame.
+    unsafe fn submit_first(&mut self, gpu: &Gpu, cmd_a: vk::CommandBuffer) -> anyhow::Result<u64> {
         gpu.device.end_command_buffer(cmd_a)?;
         self.timeline_value += 1;
         let value = self.timeline_value;
@@ -348,8 +369,14 @@ impl Renderer {
             .signal_semaphore_infos(&signals);
         gpu.device
             .queue_submit2(gpu.queue, &[submit], vk::Fence::null())?;
-        frame::wait_timeline(gpu, self.timeline, value)?;
-        self.upscaler.run_host(gpu, slot, host)?;
+        Ok(value)
+    }
+
+    /// Begins command buffer B with the upscaler's second part and closes the `upscale` span.
+    ///
+    /// # Safety
+    /// This slot's fence was waited on; command buffer B is not pending.
+    unsafe fn begin_second(&mut self, gpu: &Gpu, slot: usize) -> anyhow::Result<vk::CommandBuffer> {
         let frame = &mut self.frames[slot];
         let cmd_b = frame.cmd[1];
         frame::begin(gpu, cmd_b)?;
@@ -457,16 +484,20 @@ impl Renderer {
         Ok(())
     }
 
+    /// Submits the frame's last command buffer: waits for the swapchain image (and, for
+    /// [`Schedule::HostSignal`], for the host's timeline value), signals present-ready and the
+    /// slot's fence.
     unsafe fn submit_tail(
         &mut self,
         gpu: &Gpu,
         slot: usize,
         cmd: vk::CommandBuffer,
         target: &Target,
+        host_value: Option<u64>,
     ) -> anyhow::Result<()> {
         let frame = &self.frames[slot];
         let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
-        let waits: Vec<vk::SemaphoreSubmitInfo> = target
+        let mut waits: Vec<vk::SemaphoreSubmitInfo> = target
             .wait
             .iter()
             .map(|&s| {
@@ -475,6 +506,14 @@ impl Renderer {
                     .stage_mask(vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT)
             })
             .collect();
+        if let Some(value) = host_value {
+            waits.push(
+                vk::SemaphoreSubmitInfo::default()
+                    .semaphore(self.timeline)
+                    .value(value)
+                    .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS),
+            );
+        }
         let signals: Vec<vk::SemaphoreSubmitInfo> = target
             .signal
             .iter()

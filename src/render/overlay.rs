@@ -31,6 +31,8 @@ pub struct OverlayModel<'a> {
     pub validation_errors: u32,
     pub host_copy_bytes: u64,
     pub bus_bytes: u64,
+    /// How the current pattern runs here (e.g. its memory domain), empty if nothing to say.
+    pub pattern_note: String,
     /// The last problem worth telling the player (e.g. a pattern that failed to start).
     pub notice: Option<&'a str>,
     pub hud: Hud,
@@ -56,6 +58,9 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
             timings(ui, model);
             ui.separator();
             action = pattern_selector(ui, model);
+            if !model.pattern_note.is_empty() {
+                ui.small(&model.pattern_note);
+            }
             ui.separator();
             ui.small(format!(
                 "render {}x{} -> output {}x{}",

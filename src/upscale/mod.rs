@@ -9,12 +9,16 @@
 //! between), and the loop then moves the output to SAMPLED for the composite, with a barrier
 //! that covers compute and copy writes.
 //!
-//! - **One submission** (bilinear, in-stream compute): `record` puts all GPU work into the frame's
-//!   single command buffer; `host_step` returns false.
-//! - **Split around a host step** (CPU roundtrip, external-memory share): `host_step` returns true.
-//!   The loop submits command buffer A (scene + `record`) signalling the frame's timeline value,
-//!   waits for it on the host, calls [`Upscaler::run_host`], then records command buffer B
-//!   starting with [`Upscaler::record_after`] followed by composite and UI, and submits B.
+//! - [`Schedule::Single`] (bilinear, in-stream compute): `record` puts all GPU work into the
+//!   frame's single command buffer.
+//! - [`Schedule::HostStep`] (CPU roundtrip): the loop submits command buffer A (scene + `record`)
+//!   signalling the frame's timeline value `n`, waits for `n` on the host, calls
+//!   [`Upscaler::run_host`], then records command buffer B starting with
+//!   [`Upscaler::record_after`] followed by composite and UI, and submits B.
+//! - [`Schedule::HostSignal`] (external-memory share): A signals `n` as above, and B is recorded
+//!   and submitted right away, waiting on the GPU for `n + 1`; the host waits for `n`, runs
+//!   [`Upscaler::run_host`] and then signals `n + 1` itself (vkSignalSemaphore). The host thread
+//!   only waits and runs the model; it never records or submits between the two halves.
 //!
 //! Per-frame resources of a pattern are indexed by frame slot (`FrameIo::slot`), because the
 //! other slot's frame may still be in flight. A pattern switch hands the old upscaler to the
@@ -24,6 +28,7 @@
 pub mod bilinear;
 pub mod model;
 pub mod roundtrip;
+pub mod shared;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -71,8 +76,7 @@ impl Pattern {
     /// Whether this build can run the pattern at all; the reason is shown greyed in the UI.
     pub fn availability(self) -> Result<(), String> {
         match self {
-            Pattern::Bilinear | Pattern::CpuRoundtrip => Ok(()),
-            Pattern::SharedMemory => Err("not in this build yet (external-memory share)".into()),
+            Pattern::Bilinear | Pattern::CpuRoundtrip | Pattern::SharedMemory => Ok(()),
             Pattern::InStream => {
                 Err("not in this build yet (in-stream Vulkan compute engine)".into())
             }
@@ -84,6 +88,14 @@ impl fmt::Display for Pattern {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// How a pattern's work is placed in the frame (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    Single,
+    HostStep,
+    HostSignal,
 }
 
 /// What a pattern records against in one frame.
@@ -106,9 +118,9 @@ pub type HostTimes = Vec<(&'static str, f64)>;
 pub trait Upscaler {
     fn pattern(&self) -> Pattern;
 
-    /// True when the frame must be split around [`Upscaler::run_host`].
-    fn host_step(&self) -> bool {
-        false
+    /// How the frame is split around [`Upscaler::run_host`], if at all.
+    fn schedule(&self) -> Schedule {
+        Schedule::Single
     }
 
     /// Records this pattern's GPU work into the frame's (first) command buffer.
@@ -139,6 +151,11 @@ pub trait Upscaler {
     /// Bytes this pattern moves between device and host memory per frame.
     fn bus_bytes(&self) -> u64 {
         0
+    }
+
+    /// A line for the overlay about how the pattern runs here (e.g. its memory domain).
+    fn describe(&self) -> String {
+        String::new()
     }
 
     /// Destroys GPU objects; called only after every frame that used them has completed.
@@ -182,6 +199,10 @@ pub fn create(
                 gpu, ml, input, output,
             )?))
         }
+        Pattern::SharedMemory => {
+            ml.runtime().map_err(anyhow::Error::msg)?;
+            Ok(Box::new(shared::SharedMemory::new(gpu, ml, input, output)?))
+        }
         other => anyhow::bail!("{other} is not available"),
     }
 }
@@ -190,6 +211,7 @@ pub fn create(
 /// can grey it out with the reason (ONNX Runtime missing or too old, a bad model, sizes that do
 /// not fit the model's scale).
 pub fn probe(
+    gpu: &Gpu,
     pattern: Pattern,
     ml: &MlSettings,
     render: (u32, u32),
@@ -198,6 +220,12 @@ pub fn probe(
     pattern.availability()?;
     if pattern == Pattern::Bilinear {
         return Ok(());
+    }
+    if pattern == Pattern::SharedMemory && gpu.external_memory_host.is_none() {
+        return Err(format!(
+            "{} cannot import host memory (VK_EXT_external_memory_host missing or disabled by gpu.external_memory_host = false)",
+            gpu.info.name
+        ));
     }
     ml.runtime()?;
     let (_, info) =

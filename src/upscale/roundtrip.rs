@@ -15,7 +15,7 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 
 use super::model::OrtModel;
-use super::{FrameIo, HostTimes, MlSettings, Pattern, Upscaler};
+use super::{FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier::{self, Transition};
 use crate::gpu::{self, Buffer, Gpu, Image};
 use crate::render::FRAMES_IN_FLIGHT;
@@ -111,8 +111,8 @@ impl Upscaler for CpuRoundtrip {
         Pattern::CpuRoundtrip
     }
 
-    fn host_step(&self) -> bool {
-        true
+    fn schedule(&self) -> Schedule {
+        Schedule::HostStep
     }
 
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
