@@ -316,7 +316,11 @@ mod tests {
     #[test]
     fn wrong_type_is_named() {
         let e = parse("[window]\nwidth = \"wide\"").unwrap_err();
-        assert!(e.contains("width") && e.contains("integer"), "{e}");
+        assert!(
+            e.contains("line 2") && e.contains("width = \"wide\""),
+            "{e}"
+        );
+        assert!(e.contains("expected u32"), "{e}");
     }
 
     #[test]
