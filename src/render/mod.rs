@@ -255,17 +255,14 @@ impl Renderer {
             }
         }
         let now = Instant::now();
+        // Start to start: one whole frame of the loop, whatever it spent outside `render`.
         let frame_ms = self
             .last_frame_start
-            .map_or(0.0, |t| (now - t).as_secs_f64() * 1e3);
-        self.last_frame_start = Some(start);
+            .replace(start)
+            .map(|t| (start - t).as_secs_f64() * 1e3);
         self.stats.push(FrameRecord {
             frame: self.frame_number,
-            frame_ms: if self.frame_number == 0 {
-                0.0
-            } else {
-                frame_ms
-            },
+            frame_ms,
             cpu_ms: (now - start).as_secs_f64() * 1e3,
             gpu: Vec::new(),
             host,

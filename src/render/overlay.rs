@@ -112,7 +112,7 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
     let points: PlotPoints = stats
         .records()
         .enumerate()
-        .map(|(i, r)| [i as f64, r.frame_ms])
+        .filter_map(|(i, r)| r.frame_ms.map(|ms| [i as f64, ms]))
         .collect();
     Plot::new("frame time")
         .height(70.0)

@@ -6,8 +6,9 @@ use std::collections::{BTreeMap, VecDeque};
 #[derive(Clone, Debug, Default)]
 pub struct FrameRecord {
     pub frame: u64,
-    /// Wall time from the previous frame's start to this one's (what the player feels).
-    pub frame_ms: f64,
+    /// Wall time from the previous frame's start to this one's (what the player feels); None
+    /// for the first frame.
+    pub frame_ms: Option<f64>,
     /// Host time spent building and submitting this frame (incl. any host step).
     pub cpu_ms: f64,
     /// GPU spans (`scene`, `upscale`, `upscale/...`, `composite`, `ui`).
@@ -61,7 +62,7 @@ impl Stats {
     }
 
     pub fn frame_ms(&self) -> Option<Percentiles> {
-        percentiles(self.records.iter().map(|r| r.frame_ms).collect())
+        percentiles(self.records.iter().filter_map(|r| r.frame_ms).collect())
     }
 
     pub fn cpu_ms(&self) -> Option<Percentiles> {
@@ -150,7 +151,7 @@ mod tests {
         for frame in 0..3 {
             s.push(FrameRecord {
                 frame,
-                frame_ms: frame as f64,
+                frame_ms: Some(frame as f64),
                 ..Default::default()
             });
         }
