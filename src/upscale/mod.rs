@@ -22,6 +22,7 @@
 //! Patterns never wait for the whole device.
 
 pub mod bilinear;
+pub mod instream;
 pub mod model;
 pub mod roundtrip;
 
@@ -71,11 +72,8 @@ impl Pattern {
     /// Whether this build can run the pattern at all; the reason is shown greyed in the UI.
     pub fn availability(self) -> Result<(), String> {
         match self {
-            Pattern::Bilinear | Pattern::CpuRoundtrip => Ok(()),
+            Pattern::Bilinear | Pattern::CpuRoundtrip | Pattern::InStream => Ok(()),
             Pattern::SharedMemory => Err("not in this build yet (external-memory share)".into()),
-            Pattern::InStream => {
-                Err("not in this build yet (in-stream Vulkan compute engine)".into())
-            }
         }
     }
 }
@@ -182,6 +180,7 @@ pub fn create(
                 gpu, ml, input, output,
             )?))
         }
+        Pattern::InStream => Ok(Box::new(instream::InStream::new(gpu, ml, input, output)?)),
         other => anyhow::bail!("{other} is not available"),
     }
 }
@@ -196,8 +195,15 @@ pub fn probe(
     output: (u32, u32),
 ) -> Result<(), String> {
     pattern.availability()?;
-    if pattern == Pattern::Bilinear {
-        return Ok(());
+    match pattern {
+        Pattern::Bilinear => return Ok(()),
+        // Our own engine: no ONNX Runtime needed, just a model it can plan for these sizes.
+        Pattern::InStream => {
+            return instream::plan(&ml.model, render, output)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+        _ => {}
     }
     ml.runtime()?;
     let (_, info) =
@@ -216,6 +222,7 @@ mod tests {
         }
         assert_eq!(Pattern::parse("bicubic"), None);
         assert!(Pattern::Bilinear.availability().is_ok());
-        assert!(Pattern::InStream.availability().is_err());
+        assert!(Pattern::InStream.availability().is_ok());
+        assert!(Pattern::SharedMemory.availability().is_err());
     }
 }
