@@ -98,35 +98,10 @@ impl Geometry {
         let mut out = [0; 2];
         let mut pad = [0; 2];
         for a in 0..2 {
-            let input = x[2 + a];
             let span = (kernel[a] - 1) * dilation[a] + 1;
-            let (begin, end) = match auto_pad.as_str() {
-                "NOTSET" => (pads[a], pads[a + 2]),
-                "VALID" => (0, 0),
-                "SAME_UPPER" | "SAME_LOWER" => {
-                    let o = input.div_ceil(stride[a]);
-                    let total = ((o - 1) * stride[a] + span).saturating_sub(input);
-                    let small = total / 2;
-                    if auto_pad == "SAME_UPPER" {
-                        (small, total - small)
-                    } else {
-                        (total - small, small)
-                    }
-                }
-                other => {
-                    return Err(attrs.err(format!(
-                        "auto_pad {other} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID"
-                    )))
-                }
-            };
-            let padded = input + begin + end;
-            if padded < span {
-                return Err(attrs.err(format!(
-                    "kernel span {span} exceeds the padded input {padded}"
-                )));
-            }
-            out[a] = (padded - span) / stride[a] + 1;
-            pad[a] = begin;
+            let explicit = (pads[a], pads[a + 2]);
+            (pad[a], out[a]) =
+                axis(x[2 + a], span, stride[a], &auto_pad, explicit).map_err(|e| attrs.err(e))?;
         }
         Ok(Geometry {
             in_c: x[1],
@@ -167,6 +142,43 @@ impl Geometry {
             .min(self.ic_per_group());
         (tile_h, tile_w, chunk)
     }
+}
+
+/// (leading pad, output length) of one spatial axis: ONNX's auto_pad rules, or the explicit
+/// (begin, end) pads for NOTSET.
+fn axis(
+    input: usize,
+    span: usize,
+    stride: usize,
+    auto_pad: &str,
+    explicit: (usize, usize),
+) -> std::result::Result<(usize, usize), String> {
+    let (begin, end) = match auto_pad {
+        "NOTSET" => explicit,
+        "VALID" => (0, 0),
+        "SAME_UPPER" | "SAME_LOWER" => {
+            let o = input.div_ceil(stride);
+            let total = ((o - 1) * stride + span).saturating_sub(input);
+            let small = total / 2;
+            if auto_pad == "SAME_UPPER" {
+                (small, total - small)
+            } else {
+                (total - small, small)
+            }
+        }
+        other => {
+            return Err(format!(
+                "auto_pad {other} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID"
+            ))
+        }
+    };
+    let padded = input + begin + end;
+    if padded < span {
+        return Err(format!(
+            "kernel span {span} exceeds the padded input {padded}"
+        ));
+    }
+    Ok((begin, (padded - span) / stride + 1))
 }
 
 fn positive(attrs: &Attrs, name: &str, v: i64) -> Result<usize> {

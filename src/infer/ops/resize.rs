@@ -86,6 +86,43 @@ fn present<'a>(ctx: &NodeCtx<'a>, i: usize) -> Result<Option<&'a Const>> {
     Ok(ctx.constant(i)?.filter(|c| !c.data.is_empty()))
 }
 
+/// The specialization constants [linear, coordinate mode, nearest mode] from the attributes.
+fn modes(ctx: &NodeCtx) -> Result<[u32; 3]> {
+    let a = &ctx.attrs;
+    let linear = match a.string("mode", "nearest")?.as_str() {
+        "nearest" => false,
+        "linear" => true,
+        other => return Err(ctx.err(format!("mode {other} is not supported (nearest, linear)"))),
+    };
+    let coord = a.string("coordinate_transformation_mode", "half_pixel")?;
+    let coord = COORD_MODES
+        .iter()
+        .position(|m| *m == coord)
+        .ok_or_else(|| {
+            ctx.err(format!(
+                "coordinate_transformation_mode {coord} is not one of {}",
+                COORD_MODES.join(", ")
+            ))
+        })?;
+    let round = a.string("nearest_mode", "round_prefer_floor")?;
+    let round = ROUND_MODES
+        .iter()
+        .position(|m| *m == round)
+        .ok_or_else(|| {
+            ctx.err(format!(
+                "nearest_mode {round} is not one of {}",
+                ROUND_MODES.join(", ")
+            ))
+        })?;
+    if a.int("antialias", 0)? != 0 {
+        return Err(ctx.err("antialias is not supported"));
+    }
+    if a.string("keep_aspect_ratio_policy", "stretch")? != "stretch" {
+        return Err(ctx.err("keep_aspect_ratio_policy other than stretch is not supported"));
+    }
+    Ok([linear as u32, coord as u32, round as u32])
+}
+
 impl Resize {
     pub fn build(ctx: &NodeCtx, index: usize) -> Result<Built> {
         let a = &ctx.attrs;
@@ -99,39 +136,7 @@ impl Resize {
             "antialias",
             "keep_aspect_ratio_policy",
         ])?;
-        let linear = match a.string("mode", "nearest")?.as_str() {
-            "nearest" => false,
-            "linear" => true,
-            other => {
-                return Err(ctx.err(format!("mode {other} is not supported (nearest, linear)")))
-            }
-        };
-        let coord = a.string("coordinate_transformation_mode", "half_pixel")?;
-        let coord = COORD_MODES
-            .iter()
-            .position(|m| *m == coord)
-            .ok_or_else(|| {
-                ctx.err(format!(
-                    "coordinate_transformation_mode {coord} is not one of {}",
-                    COORD_MODES.join(", ")
-                ))
-            })?;
-        let round = a.string("nearest_mode", "round_prefer_floor")?;
-        let round = ROUND_MODES
-            .iter()
-            .position(|m| *m == round)
-            .ok_or_else(|| {
-                ctx.err(format!(
-                    "nearest_mode {round} is not one of {}",
-                    ROUND_MODES.join(", ")
-                ))
-            })?;
-        if a.int("antialias", 0)? != 0 {
-            return Err(ctx.err("antialias is not supported"));
-        }
-        if a.string("keep_aspect_ratio_policy", "stretch")? != "stretch" {
-            return Err(ctx.err("keep_aspect_ratio_policy other than stretch is not supported"));
-        }
+        let spec = modes(ctx)?;
         let (x, shape) = ctx.tensor(0)?;
         // Opset 10: (X, scales); 11+: (X, roi, scales, sizes). Empty tensors mean absent.
         let (scales, sizes) = if ctx.args.len() == 2 {
@@ -159,7 +164,7 @@ impl Resize {
                 inputs: vec![x],
                 outputs: ctx.outputs.clone(),
             },
-            spec: [linear as u32, coord as u32, round as u32],
+            spec,
             push,
             pipe: None,
         };
