@@ -4,5 +4,6 @@
 pub mod app;
 pub mod game;
 pub mod gpu;
+pub mod infer;
 pub mod render;
 pub mod upscale;

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 
 use upscale_demo::app::config::Config;
 use upscale_demo::app::headless::{self, HeadlessArgs};
+use upscale_demo::app::run_model::{self, RunEngine, RunModelArgs};
 use upscale_demo::app::window::{self, WindowArgs};
 use upscale_demo::app::{has_display, paths};
 use upscale_demo::game::textures;
@@ -48,6 +49,19 @@ enum Command {
         /// Cycle through the available patterns every N frames.
         #[arg(long)]
         switch_every: Option<u64>,
+    },
+    /// One inference of an ONNX model on .pb tensors (ONNX TensorProto), written as .pb.
+    RunModel {
+        #[arg(long)]
+        model: PathBuf,
+        /// One per graph input, in order.
+        #[arg(long = "input", required = true)]
+        inputs: Vec<PathBuf>,
+        /// One per graph output (or one: further outputs get .1.pb, .2.pb, ...).
+        #[arg(long = "output", required = true)]
+        outputs: Vec<PathBuf>,
+        #[arg(long, value_enum, default_value = "in-stream")]
+        engine: RunEngine,
     },
     /// Regenerate the texture PNGs in assets/.
     GenAssets {
@@ -93,6 +107,23 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let mut config = load_config(cli.config.as_deref())?;
     match cli.command {
+        Some(Command::RunModel {
+            model,
+            inputs,
+            outputs,
+            engine,
+        }) => {
+            let args = RunModelArgs {
+                model,
+                inputs,
+                outputs,
+                engine,
+            };
+            for t in run_model::run(&args)? {
+                println!("{} {:?}", t.name, t.shape);
+            }
+            Ok(())
+        }
         Some(Command::GenAssets { out }) => {
             textures::write_all(&out)?;
             println!("textures written to {}", out.display());

@@ -4,6 +4,7 @@ pub mod capture;
 pub mod config;
 pub mod headless;
 pub mod paths;
+pub mod run_model;
 pub mod session;
 pub mod summary;
 pub mod window;

@@ -75,7 +75,11 @@ impl Session {
         let ml = ml_settings(config)?;
         let patterns: Vec<_> = Pattern::ALL
             .iter()
-            .map(|&p| (p, upscale::probe(&gpu, p, &ml, (rw, rh), (ow, oh))))
+            .map(|&p| {
+                let ok = upscale::device_support(&gpu, p)
+                    .and_then(|()| upscale::probe(p, &ml, (rw, rh), (ow, oh)));
+                (p, ok)
+            })
             .collect();
         for (p, why) in &patterns {
             if let Err(why) = why {
@@ -171,6 +175,10 @@ impl Session {
     /// Recreates the swapchain for a new window size (not per frame: on resize or out-of-date).
     pub fn recreate_swapchain(&mut self, extent: vk::Extent2D) -> anyhow::Result<()> {
         self.renderer.wait_all(&self.gpu)?;
+        // Frame fences do not cover the presents queued after them: the old swapchain's
+        // present-ready semaphores may still be waited on by the presentation engine. Resizes
+        // are rare (not per frame), so draining the queue here is the simple, safe answer.
+        unsafe { self.gpu.device.queue_wait_idle(self.gpu.queue)? };
         let Some(surface) = &mut self.surface else {
             return Ok(());
         };
@@ -184,7 +192,7 @@ impl Session {
             old.as_ref(),
         );
         if let Some(old) = old {
-            // SAFETY: wait_all above: no frame uses the old images or semaphores.
+            // SAFETY: the queue is idle: no frame or present uses the old images or semaphores.
             unsafe { old.destroy(&self.gpu) };
         }
         surface.swapchain = Some(new?);
@@ -199,6 +207,8 @@ impl Drop for Session {
         renderer.destroy(&self.gpu);
         if let Some(surface) = self.surface.take() {
             unsafe {
+                // As on resize: the last presents may still hold their semaphores.
+                let _ = self.gpu.device.queue_wait_idle(self.gpu.queue);
                 if let Some(swapchain) = surface.swapchain {
                     swapchain.destroy(&self.gpu);
                 }

@@ -88,6 +88,19 @@ pub fn compute(
     bindings: &[vk::DescriptorType],
     push_size: u32,
 ) -> Result<Pipeline> {
+    compute_specialized(gpu, name, spirv, bindings, push_size, &[])
+}
+
+/// A compute pipeline whose 32-bit specialization constants `spec` have constant_id = index
+/// (shader variants without copied files: an activation kind, a mode).
+pub fn compute_specialized(
+    gpu: &Gpu,
+    name: &str,
+    spirv: &[u8],
+    bindings: &[vk::DescriptorType],
+    push_size: u32,
+    spec: &[u32],
+) -> Result<Pipeline> {
     let (set_layout, layout) = layout(
         gpu,
         name,
@@ -96,10 +109,23 @@ pub fn compute(
         push_size,
     )?;
     let module = shader_module(gpu, name, spirv)?;
-    let stage = vk::PipelineShaderStageCreateInfo::default()
+    let entries: Vec<vk::SpecializationMapEntry> = (0..spec.len() as u32)
+        .map(|i| vk::SpecializationMapEntry {
+            constant_id: i,
+            offset: i * 4,
+            size: 4,
+        })
+        .collect();
+    let spec_info = vk::SpecializationInfo::default()
+        .map_entries(&entries)
+        .data(bytemuck::cast_slice(spec));
+    let mut stage = vk::PipelineShaderStageCreateInfo::default()
         .stage(vk::ShaderStageFlags::COMPUTE)
         .module(module)
         .name(c"main");
+    if !spec.is_empty() {
+        stage = stage.specialization_info(&spec_info);
+    }
     let info = vk::ComputePipelineCreateInfo::default()
         .stage(stage)
         .layout(layout);

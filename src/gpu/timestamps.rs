@@ -5,7 +5,7 @@ use ash::vk;
 use super::{Gpu, Result};
 
 /// Up to this many begin/end spans per frame (each uses two queries).
-const MAX_SPANS: u32 = 64;
+const MAX_SPANS: u32 = 256;
 
 pub struct Timestamps {
     pool: vk::QueryPool,

@@ -26,6 +26,7 @@
 //! Patterns never wait for the whole device.
 
 pub mod bilinear;
+pub mod instream;
 pub mod model;
 pub mod roundtrip;
 pub mod shared;
@@ -71,16 +72,6 @@ impl Pattern {
 
     pub fn names() -> String {
         Pattern::ALL.map(|p| p.name()).join(", ")
-    }
-
-    /// Whether this build can run the pattern at all; the reason is shown greyed in the UI.
-    pub fn availability(self) -> Result<(), String> {
-        match self {
-            Pattern::Bilinear | Pattern::CpuRoundtrip | Pattern::SharedMemory => Ok(()),
-            Pattern::InStream => {
-                Err("not in this build yet (in-stream Vulkan compute engine)".into())
-            }
-        }
     }
 }
 
@@ -188,9 +179,6 @@ pub fn create(
     input: &Image,
     output: &Image,
 ) -> anyhow::Result<Box<dyn Upscaler>> {
-    pattern
-        .availability()
-        .map_err(|why| anyhow::anyhow!("{pattern}: {why}"))?;
     match pattern {
         Pattern::Bilinear => Ok(Box::new(bilinear::Bilinear::new(gpu)?)),
         Pattern::CpuRoundtrip => {
@@ -203,29 +191,39 @@ pub fn create(
             ml.runtime().map_err(anyhow::Error::msg)?;
             Ok(Box::new(shared::SharedMemory::new(gpu, ml, input, output)?))
         }
-        other => anyhow::bail!("{other} is not available"),
+        Pattern::InStream => Ok(Box::new(instream::InStream::new(gpu, ml, input, output)?)),
     }
+}
+
+/// Why `pattern` cannot run on `gpu`, for reasons that depend on the device.
+pub fn device_support(gpu: &Gpu, pattern: Pattern) -> Result<(), String> {
+    if pattern == Pattern::SharedMemory && gpu.external_memory_host.is_none() {
+        return Err(format!(
+            "{} cannot import host memory (VK_EXT_external_memory_host missing, or disabled by gpu.external_memory_host = false)",
+            gpu.info.name
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `pattern` can run with these settings and sizes, checked once at start-up so the UI
 /// can grey it out with the reason (ONNX Runtime missing or too old, a bad model, sizes that do
 /// not fit the model's scale).
 pub fn probe(
-    gpu: &Gpu,
     pattern: Pattern,
     ml: &MlSettings,
     render: (u32, u32),
     output: (u32, u32),
 ) -> Result<(), String> {
-    pattern.availability()?;
-    if pattern == Pattern::Bilinear {
-        return Ok(());
-    }
-    if pattern == Pattern::SharedMemory && gpu.external_memory_host.is_none() {
-        return Err(format!(
-            "{} cannot import host memory (VK_EXT_external_memory_host missing or disabled by gpu.external_memory_host = false)",
-            gpu.info.name
-        ));
+    match pattern {
+        Pattern::Bilinear => return Ok(()),
+        // Our own engine: no ONNX Runtime needed, just a model it can plan for these sizes.
+        Pattern::InStream => {
+            return instream::plan(&ml.model, render, output)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+        _ => {}
     }
     ml.runtime()?;
     let (_, info) =
@@ -243,7 +241,5 @@ mod tests {
             assert_eq!(Pattern::parse(p.name()), Some(p));
         }
         assert_eq!(Pattern::parse("bicubic"), None);
-        assert!(Pattern::Bilinear.availability().is_ok());
-        assert!(Pattern::InStream.availability().is_err());
     }
 }

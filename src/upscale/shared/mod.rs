@@ -40,12 +40,6 @@ pub trait Domain {
     fn destroy(self: Box<Self>, gpu: &Gpu);
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct NoPush {
-    _unused: u32,
-}
-
 pub struct SharedMemory {
     domain: Box<dyn Domain>,
     to_tensor: Pipeline,

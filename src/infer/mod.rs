@@ -1,0 +1,41 @@
+//! The in-stream engine: an ONNX model turned into Vulkan compute dispatches recorded in the
+//! renderer's own command buffer.
+//!
+//! Load order: [`Graph::load`] (parse with onnx-protobuf, fold initialisers and Constant nodes)
+//! → [`Plan::new`] for concrete input shapes (topological order, shapes, fusion, lowering,
+//! buffer lifetimes) → [`Engine::new`] (buffers, weights, pipelines; load time only) →
+//! [`Engine::record`] every frame. Nothing is allocated or created per frame.
+
+pub mod engine;
+pub mod error;
+pub mod graph;
+pub mod ops;
+pub mod pipelines;
+pub mod pixel_shuffle;
+pub mod plan;
+pub mod tensor;
+
+use std::path::Path;
+
+pub use engine::Engine;
+pub use error::{InferError, Result};
+pub use graph::Graph;
+pub use plan::Plan;
+
+/// Loads an image upscaler and plans it for a `width`×`height` render size (input
+/// [1, 3, height, width]); no GPU work, so it doubles as the pattern's start-up probe.
+pub fn plan_upscaler(path: &Path, width: u32, height: u32) -> Result<Plan> {
+    let graph = Graph::load(path)?;
+    let shape = plan::image_input_shape(&graph, height as usize, width as usize)?;
+    let plan = Plan::new(&graph, &[shape])?;
+    if plan.outputs.len() != 1 {
+        return Err(InferError::Graph {
+            file: plan.file.clone(),
+            reason: format!(
+                "an upscaler has one output, this graph has {}",
+                plan.outputs.len()
+            ),
+        });
+    }
+    Ok(plan)
+}

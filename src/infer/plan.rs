@@ -1,0 +1,488 @@
+//! From a graph and concrete input shapes to a plan: ops in topological order with their output
+//! shapes, Identity removed, Conv+activation fused, the pixel-shuffle pattern lowered to
+//! DepthToSpace, and one buffer per group of tensors whose lifetimes do not overlap.
+
+use std::collections::{HashMap, HashSet};
+
+use onnx_protobuf::NodeProto;
+
+use super::error::{InferError, Result};
+use super::graph::{node_error, Attrs, Dim, Graph};
+use super::ops::{self, Arg, Built, Fused, NodeCtx, Op, TensorId};
+use super::pixel_shuffle;
+
+#[derive(Clone, Debug)]
+pub struct TensorInfo {
+    pub name: String,
+    pub shape: Vec<usize>,
+}
+
+impl TensorInfo {
+    pub fn bytes(&self) -> u64 {
+        self.shape.iter().product::<usize>() as u64 * 4
+    }
+}
+
+pub struct Plan {
+    pub file: String,
+    pub tensors: Vec<TensorInfo>,
+    pub ops: Vec<Box<dyn Op>>,
+    pub inputs: Vec<TensorId>,
+    pub outputs: Vec<TensorId>,
+    /// The buffer (slot) of each tensor, and each slot's size in bytes.
+    pub slot_of: Vec<usize>,
+    pub slot_bytes: Vec<u64>,
+}
+
+const ACTIVATIONS: [&str; 5] = ["Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh"];
+
+impl Plan {
+    /// Plans `graph` for inputs of `shapes` (one per graph input, in order).
+    pub fn new(graph: &Graph, shapes: &[Vec<usize>]) -> Result<Plan> {
+        let mut b = Builder::new(graph);
+        b.bind_inputs(shapes)?;
+        let order = topological_order(graph)?;
+        b.build_ops(&order)?;
+        b.finish()
+    }
+}
+
+/// The graph's single input bound to an image of `height`×`width` (NCHW, batch 1, 3 channels);
+/// symbolic dims take the sizes, fixed ones must match.
+pub fn image_input_shape(graph: &Graph, height: usize, width: usize) -> Result<Vec<usize>> {
+    let err = |reason: String| InferError::Graph {
+        file: graph.file.clone(),
+        reason,
+    };
+    if graph.inputs.len() != 1 {
+        return Err(err(format!(
+            "an upscaler has one input, this graph has {}",
+            graph.inputs.len()
+        )));
+    }
+    let input = &graph.inputs[0];
+    let want = [1, 3, height, width];
+    if input.dims.len() != 4 {
+        return Err(err(format!("input \"{}\" is not 4D (NCHW)", input.name)));
+    }
+    for (d, (dim, &w)) in input.dims.iter().zip(&want).enumerate() {
+        if let Dim::Fixed(v) = dim {
+            if *v != w {
+                return Err(err(format!(
+                    "input \"{}\" has dimension {d} fixed to {v}, the render size needs {w} (input {want:?})",
+                    input.name
+                )));
+            }
+        }
+    }
+    Ok(want.to_vec())
+}
+
+/// Nodes in an order where every input is computed before it is read (Kahn, keeping file order
+/// among ready nodes).
+pub fn topological_order(graph: &Graph) -> Result<Vec<usize>> {
+    let mut known: HashSet<&str> = graph.consts.keys().map(String::as_str).collect();
+    known.extend(graph.inputs.iter().map(|i| i.name.as_str()));
+    known.insert("");
+    let mut done = vec![false; graph.nodes.len()];
+    let mut order = Vec::with_capacity(graph.nodes.len());
+    while order.len() < graph.nodes.len() {
+        let before = order.len();
+        for (i, node) in graph.nodes.iter().enumerate() {
+            if !done[i] && node.input.iter().all(|n| known.contains(n.as_str())) {
+                done[i] = true;
+                order.push(i);
+                known.extend(node.output.iter().map(String::as_str));
+            }
+        }
+        if order.len() == before {
+            let node = graph.nodes.iter().zip(&done).find(|(_, d)| !**d).unwrap().0;
+            let missing = node
+                .input
+                .iter()
+                .find(|n| !known.contains(n.as_str()))
+                .unwrap();
+            return Err(node_error(
+                &graph.file,
+                node,
+                format!("input \"{missing}\" is neither a graph input, an initialiser nor any node's output (or the graph has a cycle)"),
+            ));
+        }
+    }
+    Ok(order)
+}
+
+struct Builder<'g> {
+    graph: &'g Graph,
+    tensors: Vec<TensorInfo>,
+    ids: HashMap<String, TensorId>,
+    /// Identity outputs → their input's name.
+    alias: HashMap<String, String>,
+    ops: Vec<Box<dyn Op>>,
+    inputs: Vec<TensorId>,
+    consumers: HashMap<&'g str, Vec<usize>>,
+}
+
+impl<'g> Builder<'g> {
+    fn new(graph: &'g Graph) -> Self {
+        let mut consumers: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, node) in graph.nodes.iter().enumerate() {
+            for input in &node.input {
+                consumers.entry(input.as_str()).or_default().push(i);
+            }
+        }
+        Self {
+            graph,
+            tensors: Vec::new(),
+            ids: HashMap::new(),
+            alias: HashMap::new(),
+            ops: Vec::new(),
+            inputs: Vec::new(),
+            consumers,
+        }
+    }
+
+    fn graph_err(&self, reason: String) -> InferError {
+        InferError::Graph {
+            file: self.graph.file.clone(),
+            reason,
+        }
+    }
+
+    fn add_tensor(&mut self, name: &str, shape: Vec<usize>) -> TensorId {
+        self.tensors.push(TensorInfo {
+            name: name.into(),
+            shape,
+        });
+        self.ids.insert(name.into(), self.tensors.len() - 1);
+        self.tensors.len() - 1
+    }
+
+    fn bind_inputs(&mut self, shapes: &[Vec<usize>]) -> Result<()> {
+        let inputs = &self.graph.inputs;
+        if shapes.len() != inputs.len() {
+            return Err(self.graph_err(format!(
+                "the graph has {} input(s), {} given",
+                inputs.len(),
+                shapes.len()
+            )));
+        }
+        let mut symbols: HashMap<&str, usize> = HashMap::new();
+        for (input, shape) in inputs.iter().zip(shapes) {
+            let fits = input.dims.is_empty()
+                || (input.dims.len() == shape.len()
+                    && input.dims.iter().zip(shape).all(|(d, &s)| match d {
+                        Dim::Fixed(v) => *v == s,
+                        Dim::Symbolic(name) => *symbols.entry(name).or_insert(s) == s,
+                    }));
+            if !fits {
+                return Err(self.graph_err(format!(
+                    "input \"{}\" declared as {:?} cannot take shape {shape:?}",
+                    input.name, input.dims
+                )));
+            }
+            let id = self.add_tensor(&input.name, shape.clone());
+            self.inputs.push(id);
+        }
+        Ok(())
+    }
+
+    fn resolve(&self, name: &str) -> Arg<'g> {
+        let mut name = name;
+        while let Some(a) = self.alias.get(name) {
+            name = a;
+        }
+        if name.is_empty() {
+            return Arg::Missing;
+        }
+        if let Some(c) = self.graph.consts.get(name) {
+            return Arg::Const(c);
+        }
+        match self.ids.get(name) {
+            Some(&id) => Arg::Tensor {
+                id,
+                shape: self.tensors[id].shape.clone(),
+            },
+            None => Arg::Missing,
+        }
+    }
+
+    fn ctx(
+        &self,
+        node: &'g NodeProto,
+        outputs: Vec<TensorId>,
+        fused: Option<Fused>,
+    ) -> NodeCtx<'g> {
+        NodeCtx {
+            attrs: Attrs {
+                node,
+                file: &self.graph.file,
+            },
+            args: node.input.iter().map(|n| self.resolve(n)).collect(),
+            outputs,
+            fused,
+        }
+    }
+
+    /// The single consumer of `node`'s only output, when there is exactly one and the output
+    /// is not a graph output (so the intermediate tensor can disappear).
+    fn sole_consumer(&self, node: &NodeProto) -> Option<usize> {
+        let out = node.output.first()?;
+        if node.output.len() != 1 || self.graph.outputs.contains(out) {
+            return None;
+        }
+        match self.consumers.get(out.as_str()).map(Vec::as_slice) {
+            Some([only]) => Some(*only),
+            _ => None,
+        }
+    }
+
+    fn fusion(&self, node: &'g NodeProto) -> Result<Option<(usize, Fused)>> {
+        if node.op_type != "Conv" {
+            return Ok(None);
+        }
+        let Some(next) = self.sole_consumer(node) else {
+            return Ok(None);
+        };
+        let act_node = &self.graph.nodes[next];
+        if !ACTIVATIONS.contains(&act_node.op_type.as_str()) || !act_node.domain.is_empty() {
+            return Ok(None);
+        }
+        let ctx = self.ctx(act_node, vec![], None);
+        // Clip bounds computed at run time cannot be folded into the conv.
+        let Ok(bounds) = ops::unary::clip_bounds(&ctx) else {
+            return Ok(None);
+        };
+        let act = ops::unary::Activation::from_node(&ctx.attrs, bounds)?;
+        let fused = Fused {
+            op_type: act_node.op_type.clone(),
+            act,
+        };
+        Ok(Some((next, fused)))
+    }
+
+    fn build_ops(&mut self, order: &[usize]) -> Result<()> {
+        let graph = self.graph;
+        let mut skip = HashSet::new();
+        for &i in order {
+            if skip.contains(&i) {
+                continue;
+            }
+            let node = &graph.nodes[i];
+            if node.op_type == "Identity" && node.domain.is_empty() {
+                let (Some(input), Some(output)) = (node.input.first(), node.output.first()) else {
+                    return Err(node_error(
+                        &graph.file,
+                        node,
+                        "Identity needs one input and one output",
+                    ));
+                };
+                self.alias.insert(output.clone(), input.clone());
+                continue;
+            }
+            let index = self.ops.len();
+            let built = if node.op_type == "Reshape" {
+                self.pixel_shuffle(i, index, &mut skip)?
+            } else {
+                let fusion = self.fusion(node)?;
+                let last = fusion.as_ref().map_or(node, |(n, _)| &graph.nodes[*n]);
+                let outputs = self.new_outputs(last);
+                if let Some((n, _)) = &fusion {
+                    skip.insert(*n);
+                }
+                let ctx = self.ctx(node, outputs, fusion.map(|f| f.1));
+                ops::build(&ctx, index)?
+            };
+            self.place(built);
+        }
+        Ok(())
+    }
+
+    fn new_outputs(&mut self, node: &NodeProto) -> Vec<TensorId> {
+        node.output
+            .iter()
+            .map(|name| self.add_tensor(name, vec![]))
+            .collect()
+    }
+
+    fn place(&mut self, built: Built) {
+        for (&id, shape) in built.op.io().outputs.iter().zip(built.shapes) {
+            self.tensors[id].shape = shape;
+        }
+        self.ops.push(built.op);
+    }
+
+    /// Reshape → Transpose → Reshape that is a pixel shuffle becomes one DepthToSpace; any
+    /// other Reshape is unsupported.
+    fn pixel_shuffle(
+        &mut self,
+        i: usize,
+        index: usize,
+        skip: &mut HashSet<usize>,
+    ) -> Result<Built> {
+        let graph = self.graph;
+        let nodes = &graph.nodes;
+        let r1 = &nodes[i];
+        let chain = self
+            .sole_consumer(r1)
+            .and_then(|t| Some((t, self.sole_consumer(&nodes[t])?)));
+        let unsupported = || ops::unsupported(&self.ctx(r1, vec![], None));
+        let Some((t, r2)) = chain else {
+            return Err(unsupported());
+        };
+        let (transpose, reshape2) = (&nodes[t], &nodes[r2]);
+        if transpose.op_type != "Transpose" || reshape2.op_type != "Reshape" {
+            return Err(unsupported());
+        }
+        let ctx1 = self.ctx(r1, vec![], None);
+        let (Arg::Tensor { id: x, shape }, Arg::Const(s1)) = (ctx1.arg(0), ctx1.arg(1)) else {
+            return Err(unsupported());
+        };
+        let ctx2 = self.ctx(reshape2, vec![], None);
+        let Arg::Const(s2) = ctx2.arg(1) else {
+            return Err(unsupported());
+        };
+        let perm = Attrs {
+            node: transpose,
+            file: &self.graph.file,
+        }
+        .ints("perm")?
+        .unwrap_or_default();
+        let Some((block, mode)) =
+            pixel_shuffle::recognise(shape, &s1.as_ints(), &perm, &s2.as_ints())
+        else {
+            return Err(unsupported());
+        };
+        let (x, shape) = (*x, shape.clone());
+        skip.insert(t);
+        skip.insert(r2);
+        let outputs = self.new_outputs(reshape2);
+        let name = if r1.name.is_empty() {
+            format!("#{index}")
+        } else {
+            r1.name.clone()
+        };
+        ops::depth_to_space::DepthToSpace::lowered(
+            format!("DepthToSpace:{name}"),
+            x,
+            &shape,
+            block,
+            mode,
+            outputs,
+        )
+        .map_err(|e| node_error(&self.graph.file, r1, e))
+    }
+
+    fn finish(self) -> Result<Plan> {
+        let mut outputs = Vec::new();
+        for name in &self.graph.outputs {
+            match self.resolve(name) {
+                Arg::Tensor { id, .. } => outputs.push(id),
+                _ => {
+                    return Err(self.graph_err(format!(
+                        "graph output \"{name}\" is not computed by any supported node"
+                    )))
+                }
+            }
+        }
+        let n = self.ops.len();
+        let mut def = vec![0; self.tensors.len()];
+        let mut last = vec![0; self.tensors.len()];
+        for (k, op) in self.ops.iter().enumerate() {
+            for &t in &op.io().inputs {
+                last[t] = k + 1;
+            }
+            for &t in &op.io().outputs {
+                def[t] = k + 1;
+                last[t] = last[t].max(k + 1);
+            }
+        }
+        for &t in &outputs {
+            last[t] = n + 1;
+        }
+        let sizes: Vec<u64> = self.tensors.iter().map(TensorInfo::bytes).collect();
+        let (slot_of, slot_bytes) = assign_buffers(&sizes, &def, &last);
+        Ok(Plan {
+            file: self.graph.file.clone(),
+            tensors: self.tensors,
+            ops: self.ops,
+            inputs: self.inputs,
+            outputs,
+            slot_of,
+            slot_bytes,
+        })
+    }
+}
+
+/// Gives every tensor a buffer slot. A tensor lives from its defining step to its last reader;
+/// at each step the new tensors take free slots (the smallest that fits, else the largest free
+/// one grown, else a new one) before the tensors read for the last time free theirs, so an op
+/// never writes a buffer it reads.
+pub fn assign_buffers(sizes: &[u64], def: &[usize], last: &[usize]) -> (Vec<usize>, Vec<u64>) {
+    let steps = last.iter().chain(def).copied().max().unwrap_or(0);
+    let mut slot_of = vec![usize::MAX; sizes.len()];
+    let mut slot_bytes: Vec<u64> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    for step in 0..=steps {
+        for t in (0..sizes.len()).filter(|&t| def[t] == step) {
+            let fits = free
+                .iter()
+                .enumerate()
+                .filter(|(_, &s)| slot_bytes[s] >= sizes[t])
+                .min_by_key(|(_, &s)| slot_bytes[s]);
+            let pick = fits.or_else(|| free.iter().enumerate().max_by_key(|(_, &s)| slot_bytes[s]));
+            let slot = match pick.map(|(i, _)| i) {
+                Some(i) => free.swap_remove(i),
+                None => {
+                    slot_bytes.push(0);
+                    slot_bytes.len() - 1
+                }
+            };
+            slot_bytes[slot] = slot_bytes[slot].max(sizes[t]);
+            slot_of[t] = slot;
+        }
+        for t in (0..sizes.len()).filter(|&t| last[t] == step) {
+            free.push(slot_of[t]);
+        }
+    }
+    (slot_of, slot_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assign_buffers;
+
+    #[test]
+    fn a_chain_ping_pongs_between_two_buffers() {
+        // input -> a -> b -> c -> out: each tensor is read by the next step only.
+        let sizes = [12, 32, 32, 48, 12];
+        let def = [0, 1, 2, 3, 4];
+        let last = [1, 2, 3, 4, 5];
+        let (slot_of, bytes) = assign_buffers(&sizes, &def, &last);
+        assert_eq!(bytes.len(), 2, "{slot_of:?}");
+        for t in 0..4 {
+            assert_ne!(
+                slot_of[t],
+                slot_of[t + 1],
+                "an op never writes what it reads"
+            );
+        }
+        for (t, &s) in slot_of.iter().enumerate() {
+            assert!(bytes[s] >= sizes[t]);
+        }
+    }
+
+    #[test]
+    fn a_skip_connection_keeps_its_buffer_alive() {
+        // x (read at steps 1 and 3) -> a -> b; c = a + x at step 3.
+        let sizes = [10, 10, 10, 10];
+        let def = [0, 1, 2, 3];
+        let last = [3, 2, 3, 4];
+        let (slot_of, bytes) = assign_buffers(&sizes, &def, &last);
+        assert_ne!(slot_of[0], slot_of[1]);
+        assert_ne!(slot_of[0], slot_of[2]);
+        assert_ne!(slot_of[2], slot_of[3]);
+        assert_eq!(slot_of[3], slot_of[1], "a's buffer is free again at step 3");
+        assert_eq!(bytes.len(), 3);
+    }
+}
