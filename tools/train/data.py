@@ -52,7 +52,7 @@ def read_png_rgb(path: str) -> np.ndarray:
     with open(path, "rb") as f:
         blob = f.read()
     if blob[:8] != PNG_SIGNATURE:
-        raise SystemExit(f"{path}: not a PNG file")
+        raise ValueError(f"{path}: not a PNG file")
     pos, idat, header = 8, [], None
     while pos < len(blob):
         (length,) = struct.unpack(">I", blob[pos:pos + 4])
@@ -92,12 +92,20 @@ def load_split(root: str, split: str, threads: int = 8):
             f"`upscale-demo dataset --out {root} --count N` first"
         )
     hr_paths = [p[: -len("_lr.png")] + "_hr.png" for p in lr_paths]
-    missing = [p for p in hr_paths if not os.path.exists(p)]
-    if missing:
-        raise SystemExit(f"{missing[0]} is missing (every _lr.png needs its _hr.png)")
+
+    def load_pair(paths):
+        # A dataset run stopped by a time limit can leave a pair half written: skip it.
+        try:
+            return _load_rgb(paths[0]), _load_rgb(paths[1])
+        except (OSError, ValueError, zlib.error, struct.error, TypeError) as e:
+            print(f"warning: skipping {paths[0]}: {e}", flush=True)
+            return None
+
     with ThreadPoolExecutor(threads) as pool:
-        lr = list(pool.map(_load_rgb, lr_paths))
-        hr = list(pool.map(_load_rgb, hr_paths))
+        pairs = [p for p in pool.map(load_pair, zip(lr_paths, hr_paths)) if p is not None]
+    if not pairs:
+        raise SystemExit(f"no readable pairs in {os.path.join(root, split)}")
+    lr, hr = [p[0] for p in pairs], [p[1] for p in pairs]
     (h, w), (hh, hw) = lr[0].shape[:2], hr[0].shape[:2]
     if (hh, hw) != (2 * h, 2 * w):
         raise SystemExit(f"{hr_paths[0]} is {hw}x{hh}, expected twice {lr_paths[0]} ({w}x{h})")
