@@ -8,7 +8,8 @@
 # onnxruntime. Everything can be overridden by environment variables (defaults below); a CPU
 # smoke test is  COUNT=16 EPOCHS=1 QUALITY_FRAMES=4 BIN=target/release/upscale-demo bash ...
 #
-# Time plan for one 10-minute call on an H200: dataset ~1-2 min, training within BUDGET_S
+# Time plan for one 10-minute call on an H200 (worst case ~9 min): dataset <= 3 min (cut off at
+# DATASET_LIMIT_S, training then uses the pairs written), training within BUDGET_S
 # (both models together, they run side by side), export + checks + quality ~1 min.
 set -euo pipefail
 export PYTHONUNBUFFERED=1
@@ -20,7 +21,7 @@ DS="${DS:-/tmp/upscale-ds}"
 COUNT="${COUNT:-1200}"
 SEED="${SEED:-1}"
 EPOCHS="${EPOCHS:-150}"
-BUDGET_S="${BUDGET_S:-240}"
+BUDGET_S="${BUDGET_S:-210}"
 QUALITY_FRAMES="${QUALITY_FRAMES:-16}"
 MODELS="${MODELS_DIR:-models}"
 # Empty: the repository's config.toml (640x360 -> 1280x720, what the game runs at).
@@ -39,7 +40,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.used,memo
 stamp "dataset: $COUNT train pairs (+ val) with seed $SEED into $DS"
 rm -rf "$DS"
 # Val is rendered first, so a run cut by the limit still trains on the pairs it wrote.
-timeout "${DATASET_LIMIT_S:-240}" "$BIN" "${CONFIG_ARGS[@]}" dataset --out "$DS" --count "$COUNT" --seed "$SEED" \
+timeout "${DATASET_LIMIT_S:-180}" "$BIN" "${CONFIG_ARGS[@]}" dataset --out "$DS" --count "$COUNT" --seed "$SEED" \
     || echo "warning: dataset stopped early (exit $?); training on the pairs written so far"
 du -sh "$DS" || true
 
@@ -69,7 +70,7 @@ for arch in quality fast; do
     model="$MODELS/${arch}_x2.onnx"
     [ -f "$model" ] || continue
     stamp "upscale-demo quality: $arch on $QUALITY_FRAMES held-out frames"
-    if timeout 120 "$BIN" "${CONFIG_ARGS[@]}" quality --model "$model" --frames "$QUALITY_FRAMES" --seed "$SEED" \
+    if timeout 60 "$BIN" "${CONFIG_ARGS[@]}" quality --model "$model" --frames "$QUALITY_FRAMES" --seed "$SEED" \
             --out "$LOGS/q_$arch" 2>&1 | tee "$LOGS/quality_$arch.log"; then
         cp "$LOGS/q_$arch/quality.json" "$OUT/${arch}_x2.quality.json" || true
     else
