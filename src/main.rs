@@ -4,7 +4,9 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
 use upscale_demo::app::config::Config;
+use upscale_demo::app::dataset::{self, DatasetArgs};
 use upscale_demo::app::headless::{self, HeadlessArgs};
+use upscale_demo::app::quality::{self, QualityArgs};
 use upscale_demo::app::run_model::{self, RunEngine, RunModelArgs};
 use upscale_demo::app::window::{self, WindowArgs};
 use upscale_demo::app::{has_display, paths};
@@ -62,6 +64,36 @@ enum Command {
         outputs: Vec<PathBuf>,
         #[arg(long, value_enum, default_value = "in-stream")]
         engine: RunEngine,
+    },
+    /// Render low-res / supersampled PNG pairs of seeded random views (training data).
+    Dataset {
+        #[arg(long)]
+        out: PathBuf,
+        /// Training pairs; the held-out val split gets count/8 (at least 4).
+        #[arg(long)]
+        count: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The reference is rendered at this many times the output size, then box-filtered.
+        #[arg(long, default_value_t = 3)]
+        supersample: u32,
+    },
+    /// PSNR/SSIM of a model, bilinear and bicubic vs native on the held-out views.
+    Quality {
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, value_parser = parse_pattern, default_value = "cpu-roundtrip")]
+        pattern: Pattern,
+        #[arg(long, default_value_t = 16)]
+        frames: u64,
+        /// Seed of the held-out pose stream (the dataset's --seed).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 3)]
+        supersample: u32,
+        /// Write quality.json here.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Regenerate the texture PNGs in assets/.
     GenAssets {
@@ -127,6 +159,58 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::GenAssets { out }) => {
             textures::write_all(&out)?;
             println!("textures written to {}", out.display());
+            Ok(())
+        }
+        Some(Command::Dataset {
+            out,
+            count,
+            seed,
+            supersample,
+        }) => {
+            let args = DatasetArgs {
+                out,
+                count,
+                seed,
+                supersample,
+            };
+            let s = dataset::run(&config, &args)?;
+            println!(
+                "{} train + {} val pairs ({}x{} -> {}x{}, reference {}x supersampled) in {} on {}, \
+                 validation errors {}",
+                s.train.len(),
+                s.val.len(),
+                s.render_size[0],
+                s.render_size[1],
+                s.output_size[0],
+                s.output_size[1],
+                s.supersample,
+                args.out.display(),
+                s.device,
+                s.validation_errors
+            );
+            Ok(())
+        }
+        Some(Command::Quality {
+            model,
+            pattern,
+            frames,
+            seed,
+            supersample,
+            out,
+        }) => {
+            let args = QualityArgs {
+                model,
+                pattern,
+                frames,
+                seed,
+                supersample,
+                out,
+            };
+            let report = quality::run(&config, &args)?;
+            println!("{}", quality::table(&report));
+            if let Some(dir) = &args.out {
+                println!("wrote {}", dir.join("quality.json").display());
+            }
             Ok(())
         }
         Some(Command::Headless {

@@ -2,8 +2,11 @@
 
 pub mod capture;
 pub mod config;
+pub mod dataset;
+pub mod frames;
 pub mod headless;
 pub mod paths;
+pub mod quality;
 pub mod run_model;
 pub mod session;
 pub mod summary;

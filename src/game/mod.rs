@@ -5,5 +5,6 @@
 
 pub mod camera;
 pub mod mesh;
+pub mod poses;
 pub mod textures;
 pub mod world;

@@ -111,6 +111,8 @@ pub struct World {
     seed: u64,
     orbs: Vec<Orb>,
     wheels: Vec<Wheel>,
+    /// Ground footprints of the solid props, kept so offline tools can keep cameras out of them.
+    obstacles: Vec<Obstacle>,
 }
 
 impl World {
@@ -140,6 +142,7 @@ impl World {
             seed,
             orbs,
             wheels,
+            obstacles,
         }
     }
 
@@ -218,6 +221,21 @@ impl World {
         let (camera, time) = camera::scripted(frame);
         self.camera = camera;
         self.time = time;
+    }
+
+    /// Puts the camera at `camera` and the animation clock at `time` (dataset and quality
+    /// renders). Like [`World::set_scripted`] it leaves game state alone and collects nothing.
+    pub fn set_view(&mut self, camera: Camera, time: f32) {
+        self.camera = camera;
+        self.time = time;
+    }
+
+    /// True when the ground point `p` (x, z) lies within `margin` of a solid prop: a camera
+    /// there would look at back-face-culled insides, which no player normally sees.
+    pub fn near_obstacle(&self, p: Vec2, margin: f32) -> bool {
+        self.obstacles
+            .iter()
+            .any(|o| o.centre.distance(p) < o.radius + margin)
     }
 
     /// Clears `out` and fills it: static scene, then wheels, then uncollected

@@ -3,6 +3,7 @@
 //! presentation target, which the caller supplies (swapchain image or headless image).
 
 pub mod composite;
+pub mod offscreen;
 pub mod overlay;
 pub mod scene;
 pub mod stats;
@@ -563,7 +564,7 @@ impl Renderer {
 ///
 /// # Safety
 /// `cmd` is recording outside a rendering scope; the image is in `state`.
-unsafe fn record_capture(
+pub(crate) unsafe fn record_capture(
     device: &ash::Device,
     cmd: vk::CommandBuffer,
     image: vk::Image,

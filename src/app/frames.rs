@@ -1,0 +1,210 @@
+//! Low-resolution / supersampled frame pairs of arbitrary camera poses, for the dataset and
+//! quality tools.
+//!
+//! The low-resolution frame is the game's own scene image at the configured render size. The
+//! reference is the same view rendered at `supersample ×` the output size and box-filtered down
+//! on the CPU, averaging in linear light: the scene image is display-encoded (sRGB-like), and
+//! averaging encoded values would darken thin bright features (orbs, fence wires against the sky)
+//! compared with what a camera with a real pixel footprint would see.
+
+use std::mem::ManuallyDrop;
+
+use anyhow::Context as _;
+use ash::vk;
+
+use super::config::Config;
+use super::paths;
+use crate::game::camera::Camera;
+use crate::game::poses::Pose;
+use crate::game::{textures, world::World};
+use crate::gpu::{Gpu, Validation};
+use crate::render::offscreen::Offscreen;
+
+/// One rendered view: RGBA8 at render size and at output size.
+pub struct FramePair {
+    pub lr: image::RgbaImage,
+    pub hr: image::RgbaImage,
+}
+
+pub struct FrameSource {
+    offscreen: ManuallyDrop<Offscreen>,
+    world: World,
+    fov_y: f32,
+    supersample: u32,
+    pub render: (u32, u32),
+    pub output: (u32, u32),
+    /// Declared last: dropped after the offscreen resources were destroyed in `Drop`.
+    pub gpu: Gpu,
+}
+
+impl FrameSource {
+    /// Sizes from `config` (`render.*`); the reference is rendered at `supersample ×` output.
+    pub fn new(config: &Config, supersample: u32) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            (1..=4).contains(&supersample),
+            "--supersample {supersample}: allowed 1 to 4 (4 already renders 16 samples per pixel)"
+        );
+        let (render, output) = config.sizes();
+        let (gpu, _) = Gpu::new(Validation::from_env(), &[], &config.gpu.device, None)?;
+        let big = (output.0 * supersample, output.1 * supersample);
+        let limit = gpu.info.max_image_dimension_2d;
+        if big.0.max(big.1) > limit {
+            anyhow::bail!(
+                "the supersampled reference would be {}x{}, more than {} allows ({limit} per side); \
+                 lower --supersample or render.output_width/output_height",
+                big.0,
+                big.1,
+                gpu.info.name
+            );
+        }
+        let layers = textures::load_all(&paths::root().join("assets"))?;
+        let world = World::new(config.game.seed);
+        let extent = |(width, height)| vk::Extent2D { width, height };
+        let offscreen = Offscreen::new(&gpu, &world, &layers, &[extent(render), extent(big)])
+            .context("creating the offscreen scene targets")?;
+        Ok(Self {
+            offscreen: ManuallyDrop::new(offscreen),
+            fov_y: world.camera.fov_y,
+            world,
+            supersample,
+            render,
+            output,
+            gpu,
+        })
+    }
+
+    /// The world the poses are drawn in (for obstacle-aware pose sampling).
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// Renders `pose` with the player's field of view.
+    pub fn render(&mut self, pose: &Pose) -> anyhow::Result<FramePair> {
+        Ok(self.render_raw(pose)?.finish())
+    }
+
+    /// Renders `pose` but leaves the reference's box filter to [`RawPair::finish`], so a caller
+    /// can run that on another thread while the next view renders.
+    pub fn render_raw(&mut self, pose: &Pose) -> anyhow::Result<RawPair> {
+        self.render_view(pose.camera(self.fov_y), pose.time)
+    }
+
+    /// Renders any camera at animation time `time` (tests compare with the scripted path).
+    pub fn render_view(&mut self, camera: Camera, time: f32) -> anyhow::Result<RawPair> {
+        self.world.set_view(camera, time);
+        self.offscreen.render(&self.gpu, &self.world)?;
+        let (rw, rh) = self.render;
+        let lr = image::RgbaImage::from_raw(rw, rh, self.offscreen.pixels(0).to_vec())
+            .context("low-resolution readback has the wrong size")?;
+        let big = self.offscreen.size(1);
+        Ok(RawPair {
+            lr,
+            big: self.offscreen.pixels(1).to_vec(),
+            big_size: (big.width, big.height),
+            factor: self.supersample,
+        })
+    }
+}
+
+/// A rendered view before the reference is box-filtered down to the output size.
+pub struct RawPair {
+    lr: image::RgbaImage,
+    big: Vec<u8>,
+    big_size: (u32, u32),
+    factor: u32,
+}
+
+impl RawPair {
+    pub fn finish(self) -> FramePair {
+        let (w, h) = self.big_size;
+        FramePair {
+            lr: self.lr,
+            hr: downsample_box_linear(&self.big, w, h, self.factor),
+        }
+    }
+}
+
+impl Drop for FrameSource {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; one_shot waited for every submission that used it.
+        let offscreen = unsafe { ManuallyDrop::take(&mut self.offscreen) };
+        offscreen.destroy(&self.gpu);
+    }
+}
+
+/// sRGB transfer function, encoded 0..1 → linear 0..1.
+fn srgb_to_linear(v: f32) -> f32 {
+    if v <= 0.04045 {
+        v / 12.92
+    } else {
+        ((v + 0.055) / 1.055).powf(2.4)
+    }
+}
+
+fn linear_to_srgb(v: f32) -> f32 {
+    if v <= 0.003_130_8 {
+        v * 12.92
+    } else {
+        1.055 * v.powf(1.0 / 2.4) - 0.055
+    }
+}
+
+/// Averages `factor × factor` blocks of an RGBA8 image in linear light; alpha is set opaque.
+/// `width` and `height` must be multiples of `factor`.
+pub fn downsample_box_linear(
+    rgba: &[u8],
+    width: u32,
+    height: u32,
+    factor: u32,
+) -> image::RgbaImage {
+    let decode: Vec<f32> = (0..256).map(|v| srgb_to_linear(v as f32 / 255.0)).collect();
+    let (w, h, f) = (width / factor, height / factor, factor as usize);
+    let scale = 1.0 / (f * f) as f32;
+    let mut out = image::RgbaImage::new(w, h);
+    for (y, row) in out.rows_mut().enumerate() {
+        for (x, px) in row.enumerate() {
+            let mut sum = [0.0f32; 3];
+            for dy in 0..f {
+                let line = (y * f + dy) * width as usize;
+                for dx in 0..f {
+                    let i = (line + x * f + dx) * 4;
+                    for (c, s) in sum.iter_mut().enumerate() {
+                        *s += decode[rgba[i + c] as usize];
+                    }
+                }
+            }
+            let q = |s: f32| (linear_to_srgb(s * scale).clamp(0.0, 1.0) * 255.0 + 0.5) as u8;
+            px.0 = [q(sum[0]), q(sum[1]), q(sum[2]), 255];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfer_functions_round_trip_every_level() {
+        for v in 0..=255u8 {
+            let back = linear_to_srgb(srgb_to_linear(v as f32 / 255.0)) * 255.0;
+            assert!((back - v as f32).abs() < 0.01, "{v} -> {back}");
+        }
+    }
+
+    #[test]
+    fn box_of_a_flat_image_is_the_same_colour() {
+        let rgba: Vec<u8> = [10u8, 128, 250, 7].repeat(6 * 4);
+        let out = downsample_box_linear(&rgba, 6, 4, 2);
+        assert_eq!(out.dimensions(), (3, 2));
+        assert!(out.pixels().all(|p| p.0 == [10, 128, 250, 255]));
+    }
+
+    #[test]
+    fn black_and_white_average_in_linear_light() {
+        // Half white, half black: linear 0.5 encodes to 188, not the naive 128.
+        let rgba: Vec<u8> = [[255u8; 4], [0, 0, 0, 255]].concat().repeat(2);
+        let out = downsample_box_linear(&rgba, 2, 2, 2);
+        assert_eq!(out.get_pixel(0, 0).0, [188, 188, 188, 255]);
+    }
+}

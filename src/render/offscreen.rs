@@ -1,0 +1,110 @@
+//! The scene pass rendered offscreen at one or more sizes, read back to host memory as RGBA8.
+//!
+//! Used by the dataset and quality tools: the low-resolution image is exactly what the game's
+//! frame loop feeds the upscalers (same `ScenePass`, same `SceneTargets` format and size), and a
+//! larger size of the same view gives the supersampled reference. No frame loop, no upscaler: one
+//! `Gpu::one_shot` per view, which also waits, so the readbacks are complete when it returns.
+
+use ash::vk;
+use gpu_allocator::MemoryLocation;
+
+use super::scene::{ScenePass, SceneTargets};
+use crate::game::world::World;
+use crate::gpu::{self, barrier, Buffer, Gpu};
+
+/// One render size: its targets and the host-readable buffer its colour image is copied into.
+struct Slot {
+    targets: SceneTargets,
+    /// Written by the copy at the end of the one-shot submission, read by the host after its fence.
+    readback: Buffer,
+}
+
+pub struct Offscreen {
+    scene: ScenePass,
+    slots: Vec<Slot>,
+}
+
+impl Offscreen {
+    pub fn new(
+        gpu: &Gpu,
+        world: &World,
+        layers: &[image::RgbaImage],
+        sizes: &[vk::Extent2D],
+    ) -> gpu::Result<Self> {
+        let scene = ScenePass::new(gpu, world, layers)?;
+        let mut slots = Vec::with_capacity(sizes.len());
+        for (i, &size) in sizes.iter().enumerate() {
+            let slot = SceneTargets::new(gpu, size).and_then(|targets| {
+                let bytes = size.width as u64 * size.height as u64 * 4;
+                match Buffer::new(
+                    gpu,
+                    &format!("offscreen readback {i}"),
+                    bytes,
+                    vk::BufferUsageFlags::TRANSFER_DST,
+                    MemoryLocation::GpuToCpu,
+                ) {
+                    Ok(readback) => Ok(Slot { targets, readback }),
+                    Err(e) => {
+                        targets.destroy(gpu);
+                        Err(e)
+                    }
+                }
+            });
+            match slot {
+                Ok(s) => slots.push(s),
+                Err(e) => {
+                    Self { scene, slots }.destroy(gpu);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Self { scene, slots })
+    }
+
+    /// Renders `world` at every size in one submission and waits for it. Afterwards
+    /// [`Offscreen::pixels`] holds each size's frame.
+    pub fn render(&mut self, gpu: &Gpu, world: &World) -> gpu::Result<()> {
+        let scene = &mut self.scene;
+        let slots = &self.slots;
+        gpu.one_shot(|cmd| {
+            for slot in slots {
+                // SAFETY: one_shot's command buffer is recording outside a rendering scope; the
+                // previous one-shot (the only other user of these targets) has completed, and the
+                // scene pass's REUSE barrier orders the new writes after its copy.
+                unsafe {
+                    scene.record(gpu, cmd, &slot.targets, world);
+                    let color = &slot.targets.color;
+                    super::record_capture(
+                        &gpu.device,
+                        cmd,
+                        color.raw,
+                        color.extent(),
+                        barrier::SAMPLED,
+                        slot.readback.raw,
+                    );
+                }
+            }
+        })?;
+        for slot in &self.slots {
+            slot.readback.invalidate_for_host(gpu)?;
+        }
+        Ok(())
+    }
+
+    /// The last rendered frame at size `index` (as passed to `new`): tightly packed RGBA8.
+    pub fn pixels(&self, index: usize) -> &[u8] {
+        self.slots[index].readback.mapped()
+    }
+
+    pub fn size(&self, index: usize) -> vk::Extent2D {
+        self.slots[index].targets.color.extent()
+    }
+
+    pub fn destroy(self, gpu: &Gpu) {
+        for slot in self.slots {
+            slot.readback.destroy(gpu);
+            slot.targets.destroy(gpu);
+        }
+        self.scene.destroy(gpu);
+    }
+}

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Train an x2 upscaling model on `upscale-demo dataset` output and export it to ONNX.
+
+    python3 tools/train/train.py --data /tmp/ds --arch quality --out models/quality_x2.onnx \
+        --epochs 60 --seed 1 [--time-budget 240]
+
+Trains on random aligned crops of the train split (L1 loss, Adam, cosine learning rate, fp32,
+seeded and deterministic), reports PSNR-Y on the whole val split every few epochs, exports ONNX
+(opset 17, input "input" [1,3,H,W] in 0..1, output "output" [1,3,2H,2W], metadata `scale`,
+`upscale.arch`, `upscale.params`), checks the export (onnx.checker, allowed op set, onnxruntime
+vs torch max abs diff < 1e-4) and writes NAME.metrics.json next to the model.
+
+An "epoch" is (train images × --crops-per-image) random crops. With --time-budget the epoch
+count is lowered after the first epoch so training ends within the budget; the cosine schedule
+is laid out for the final count and metrics.json records the epochs actually run.
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+# cuBLAS needs this for deterministic results (set before torch initialises CUDA).
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import data  # noqa: E402
+import nets  # noqa: E402
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, help="dataset folder (has train/ and val/)")
+    ap.add_argument("--arch", required=True, choices=sorted(nets.ARCHS))
+    ap.add_argument("--out", required=True, help="models/NAME.onnx")
+    ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--patch", type=int, default=48, help="low-resolution crop size")
+    ap.add_argument("--crops-per-image", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    ap.add_argument("--eval-every", type=int, default=5)
+    ap.add_argument("--time-budget", type=float, default=0, help="seconds of training; 0 = no limit")
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    return ap.parse_args()
+
+
+def seed_everything(seed: int):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    # fp32 means fp32: no TF32 shortcuts in convs or matmuls.
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@torch.no_grad()
+def evaluate(upscale, val_lr, val_hr, device) -> float:
+    """Mean PSNR-Y over the val frames of `upscale` (a module in eval mode, or a function)."""
+    scores = []
+    for lr, hr in zip(val_lr, val_hr):
+        out = upscale(lr[None].to(device).float() / 255.0)[0]
+        scores.append(data.psnr_y(data.to_uint8(out), hr.to(device).float()))
+    return sum(scores) / len(scores)
+
+
+def bilinear_only(x):
+    """The networks' base without the learned residual (a reference point in the log)."""
+    return torch.nn.functional.interpolate(x, scale_factor=nets.SCALE, mode="bilinear", align_corners=False)
+
+
+def cosine_lr(peak: float, step: int, total: int) -> float:
+    floor = peak * 0.01
+    return floor + 0.5 * (peak - floor) * (1.0 + math.cos(math.pi * min(step, total) / max(total, 1)))
+
+
+def train(args, net, train_lr, train_hr, val_lr, val_hr, device):
+    gen = torch.Generator(device=device).manual_seed(args.seed)
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+    steps_per_epoch = max(1, len(train_lr) * args.crops_per_image // args.batch)
+    epochs = args.epochs
+    history, step, trained_s = [], 0, 0.0
+    epoch = 0
+    while epoch < epochs:
+        start = time.time()
+        total_loss = 0.0
+        for _ in range(steps_per_epoch):
+            for group in opt.param_groups:
+                group["lr"] = cosine_lr(args.lr, step, epochs * steps_per_epoch)
+            lr_p, hr_p = data.random_crops(train_lr, train_hr, args.batch, args.patch, gen)
+            loss = torch.nn.functional.l1_loss(net(lr_p), hr_p)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            total_loss += loss.item() if step % 50 == 0 else 0.0
+            step += 1
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        took = time.time() - start
+        trained_s += took
+        epoch += 1
+        if epoch == 1 and args.time_budget > 0 and epochs * took > args.time_budget:
+            epochs = max(1, int(args.time_budget / took))
+            print(f"[{args.arch}] {took:.2f} s/epoch: lowering --epochs to {epochs} to fit "
+                  f"--time-budget {args.time_budget:.0f} s", flush=True)
+        line = f"[{args.arch}] epoch {epoch}/{epochs}: {took:.2f} s, lr {opt.param_groups[0]['lr']:.2e}"
+        if epoch % args.eval_every == 0 or epoch == epochs:
+            net.eval()
+            psnr = evaluate(net, val_lr, val_hr, device)
+            net.train()
+            history.append({"epoch": epoch, "val_psnr_y": round(psnr, 4)})
+            line += f", val PSNR-Y {psnr:.3f} dB"
+        print(line, flush=True)
+    return epochs, steps_per_epoch, trained_s, history
+
+
+def check_with_onnxruntime(model_path, net, val_lr):
+    """ORT (CPU) vs torch (CPU) on an odd-sized random input and on a val frame."""
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    cpu_net = net.to("cpu").eval()
+    rng = np.random.RandomState(0)
+    inputs = [rng.uniform(0, 1, (1, 3, 37, 53)).astype(np.float32),
+              (val_lr[0][None].float() / 255.0).numpy()]
+    worst = 0.0
+    for x in inputs:
+        (y,) = sess.run(["output"], {"input": x})
+        with torch.no_grad():
+            ref = cpu_net(torch.from_numpy(x)).numpy()
+        if y.shape != ref.shape:
+            raise SystemExit(f"{model_path}: ONNX output {y.shape} != torch {ref.shape}")
+        worst = max(worst, float(np.abs(y - ref).max()))
+    if worst >= 1e-4:
+        raise SystemExit(f"{model_path}: onnxruntime differs from torch by {worst:.2e} (limit 1e-4)")
+    return worst
+
+
+def time_onnxruntime(model_path, width=640, height=360, threads=2, runs=20) -> float:
+    """Median ms of ORT CPU inference at width x height input with `threads` intra-op threads."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model_path, opts, providers=["CPUExecutionProvider"])
+    x = np.random.RandomState(1).uniform(0, 1, (1, 3, height, width)).astype(np.float32)
+    for _ in range(3):
+        sess.run(["output"], {"input": x})
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        sess.run(["output"], {"input": x})
+        times.append((time.perf_counter() - t) * 1e3)
+    return float(np.median(times))
+
+
+def main():
+    args = parse_args()
+    seed_everything(args.seed)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
+                          else ("cpu" if args.device == "auto" else args.device))
+    t0 = time.time()
+    train_lr, train_hr = data.load_split(args.data, "train")
+    val_lr, val_hr = data.load_split(args.data, "val")
+    if min(train_lr.shape[2:]) < args.patch:
+        raise SystemExit(f"--patch {args.patch} is larger than the low-res frames {tuple(train_lr.shape[2:])}")
+    print(f"[{args.arch}] {len(train_lr)} train / {len(val_lr)} val pairs "
+          f"{train_lr.shape[3]}x{train_lr.shape[2]} -> {train_hr.shape[3]}x{train_hr.shape[2]}, "
+          f"loaded in {time.time() - t0:.1f} s, device {device}", flush=True)
+    train_lr, train_hr = train_lr.to(device), train_hr.to(device)
+
+    net = nets.UpscaleNet(args.arch).to(device)
+    params = nets.param_count(net)
+    macs = nets.macs_per_output_pixel(args.arch)
+    print(f"[{args.arch}] {params} parameters, {macs:.0f} MACs per output pixel", flush=True)
+    epochs, steps, trained_s, history = train(args, net, train_lr, train_hr, val_lr, val_hr, device)
+
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    meta = {"scale": nets.SCALE, "upscale.arch": args.arch, "upscale.params": params,
+            "upscale.macs_per_output_pixel": round(macs), "upscale.input_layout": "NCHW",
+            "upscale.range": "0..1", "upscale.residual": "bilinear"}
+    model = nets.to_onnx(net, meta)
+    nets.check_ops(model)
+    import onnx
+    onnx.save(model, args.out)
+    max_diff = check_with_onnxruntime(args.out, net, val_lr)
+    ort_ms = time_onnxruntime(args.out)
+    final = history[-1]["val_psnr_y"]
+    bicubic = data.bicubic_psnr_y(val_lr, val_hr)
+    bilinear = evaluate(bilinear_only, val_lr, val_hr, device)
+    metrics = {
+        "arch": args.arch, "model": os.path.basename(args.out), "params": params,
+        "macs_per_output_pixel": round(macs, 1), "epochs": epochs, "steps_per_epoch": steps,
+        "batch": args.batch, "patch": args.patch, "seed": args.seed, "lr": args.lr,
+        "train_pairs": len(train_lr), "val_pairs": len(val_lr),
+        "val_psnr_y": final, "val_psnr_y_bicubic": round(bicubic, 4),
+        "val_psnr_y_bilinear": round(bilinear, 4),
+        "val_gain_over_bicubic_db": round(final - bicubic, 4), "history": history,
+        "train_seconds": round(trained_s, 1), "seconds_per_epoch": round(trained_s / epochs, 3),
+        "total_seconds": round(time.time() - t0, 1), "device": str(device),
+        "torch": torch.__version__, "onnx_vs_torch_max_abs_diff": max_diff,
+        "ort_cpu_ms_640x360_2threads_median20": round(ort_ms, 2),
+    }
+    metrics_path = os.path.splitext(args.out)[0] + ".metrics.json"
+    with open(metrics_path, "w") as f:
+        json.dump(metrics, f, indent=2)
+    print(f"[{args.arch}] val PSNR-Y {final:.3f} dB (bicubic {bicubic:.3f}, {final - bicubic:+.3f} dB); "
+          f"ORT CPU 640x360 {ort_ms:.1f} ms; wrote {args.out} and {metrics_path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
