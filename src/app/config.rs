@@ -105,7 +105,7 @@ impl Default for UpscaleConfig {
     fn default() -> Self {
         Self {
             pattern: "bilinear".into(),
-            model: PathBuf::from("models/test/tiny_x2.onnx"),
+            model: PathBuf::from("models/quality_x2.onnx"),
         }
     }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Headless runs on the GPU machine (see README "Figures"): validation runs at 1280x720 output and
-# timing runs at 1920x1080 output, every available pattern. Expects the bundle made by
+# Headless runs on the GPU machine (figures in README): validation runs at 1280x720 output and
+# timing runs at 1920x1080 output, every pattern, each model in MODELS. Expects the bundle made by
 # tools/device/bundle.sh in .devrun/ and the Vulkan loader + validation layer .debs in .gl/.
 # Writes $OUT/runs.tgz (summaries, logs, a few frames) and $OUT/log.
 set -uo pipefail
@@ -9,6 +9,7 @@ ldconfig
 export XDG_RUNTIME_DIR=/tmp/xdg && mkdir -p -m700 "$XDG_RUNTIME_DIR"
 : "${ORT_DYLIB_PATH:=/opt/torch/.venv/lib/python3.12/site-packages/onnxruntime/capi/libonnxruntime.so.1.30.0}"
 export ORT_DYLIB_PATH
+MODELS=${MODELS:-models/test/tiny_x2.onnx}
 R=/tmp/runs && rm -rf "$R" && mkdir -p "$R"
 cd .devrun || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$R/gpu.csv" 2>&1
@@ -17,17 +18,20 @@ run() { # name, then arguments
     local name=$1; shift
     echo "== $name: $*"
     ./upscale-demo "$@" --out "$R/$name" > "$R/$name.log" 2>&1
-    echo "   exit $?"; tail -n 12 "$R/$name.log"
+    echo "   exit $?"; grep -E "frames of|^  " "$R/$name.log" | head -n 40
 }
-for p in bilinear cpu-roundtrip shared-memory; do
+for p in bilinear cpu-roundtrip shared-memory in-stream; do
     UPSCALE_VALIDATION=1 run "val720-$p" headless --pattern "$p" --frames 60
 done
 UPSCALE_VALIDATION=1 run val720-switching headless --pattern bilinear --switch-every 10 --frames 300
-for p in bilinear cpu-roundtrip shared-memory; do
-    UPSCALE_VALIDATION=0 run "perf1080-$p" --config config-1080.toml headless --pattern "$p" --frames 300
+UPSCALE_VALIDATION=0 run perf1080-bilinear --config config-1080.toml headless --pattern bilinear --frames 300
+for m in $MODELS; do
+    tag=$(basename "$m" .onnx)
+    for p in cpu-roundtrip shared-memory; do
+        UPSCALE_VALIDATION=0 run "perf1080-$p-$tag" --config config-1080.toml headless --pattern "$p" --model "$m" --frames 100
+    done
+    UPSCALE_VALIDATION=0 run "perf1080-in-stream-$tag" --config config-1080.toml headless --pattern in-stream --model "$m" --frames 300
 done
-UPSCALE_VALIDATION=0 run "perf720-cpu-roundtrip" headless --pattern cpu-roundtrip --frames 300
-UPSCALE_VALIDATION=0 run "perf720-shared-memory" headless --pattern shared-memory --frames 300
 # Keep the archive small: summaries and logs everywhere, frames from two runs only.
-find "$R" -name '*.png' ! -path '*val720-bilinear*' ! -path '*perf1080-cpu-roundtrip*' -delete
+find "$R" -name '*.png' ! -path '*val720-in-stream*' ! -path '*perf1080-bilinear*' -delete
 tar -C /tmp -czf "$OUT/runs.tgz" runs
