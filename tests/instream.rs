@@ -235,6 +235,16 @@ fn sixty_headless_frames_are_validation_clean_with_a_span_per_layer() {
             summary.stages.keys()
         );
     }
+    let layers: Vec<&str> = summary.layers.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(
+        layers,
+        [
+            "Conv+Relu:conv1",
+            "Conv:conv2",
+            "DepthToSpace:depth_to_space"
+        ],
+        "summary.layers lists the layers in execution order"
+    );
     assert_eq!(summary.host_copy_bytes, 0, "no host step");
     assert_eq!(summary.bus_bytes, 0);
 }

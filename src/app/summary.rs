@@ -25,6 +25,14 @@ pub struct StageSummary {
 }
 
 #[derive(Serialize)]
+pub struct LayerSummary {
+    /// `OpType:node` (`+Activation` when an activation is fused into the op).
+    pub name: String,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+#[derive(Serialize)]
 pub struct Summary {
     pub frames: u64,
     /// The pattern at the end of the run.
@@ -39,8 +47,10 @@ pub struct Summary {
     /// Over the measured window (the last frames kept by the stats).
     pub frame_ms: Option<Percentiles>,
     pub cpu_ms: Option<Percentiles>,
-    /// GPU spans and host sub-stages by name.
+    /// GPU spans and host sub-stages by name (per-layer spans included).
     pub stages: BTreeMap<String, StageSummary>,
+    /// The in-stream engine's per-layer GPU spans, in execution order (empty for other patterns).
+    pub layers: Vec<LayerSummary>,
     /// Host bytes the upscale path copied in the last frame (conversions and staging).
     pub host_copy_bytes: u64,
     /// Bytes moved between device and host memory per frame by the upscale path.
@@ -67,6 +77,17 @@ impl Summary {
                 )
             })
             .collect();
+        let layers = renderer
+            .stats
+            .stages_in_order()
+            .into_iter()
+            .filter(|(name, _)| crate::render::stats::is_layer(name))
+            .map(|(name, p)| LayerSummary {
+                name: name.to_string(),
+                p50_ms: p.p50_ms,
+                p99_ms: p.p99_ms,
+            })
+            .collect();
         Self {
             frames: renderer.frame_number(),
             pattern: renderer.pattern().name().into(),
@@ -84,6 +105,7 @@ impl Summary {
             frame_ms: renderer.stats.frame_ms(),
             cpu_ms: renderer.stats.cpu_ms(),
             stages,
+            layers,
             host_copy_bytes: renderer.host_copy_bytes(),
             bus_bytes: renderer.bus_bytes(),
             pattern_note: renderer.describe(),

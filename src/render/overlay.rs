@@ -128,6 +128,9 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
         ui.strong("p99 ms");
         ui.end_row();
         for (name, p) in stats.stages_in_order() {
+            if super::stats::is_layer(name) {
+                continue;
+            }
             let indent = if super::stats::TOP_STAGES.contains(&name) {
                 ""
             } else {
@@ -139,6 +142,25 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
             ui.end_row();
         }
     });
+    let layers: Vec<_> = stats
+        .stages_in_order()
+        .into_iter()
+        .filter(|(name, _)| super::stats::is_layer(name))
+        .collect();
+    if !layers.is_empty() {
+        egui::CollapsingHeader::new(format!("in-stream layers ({})", layers.len()))
+            .default_open(false)
+            .show(ui, |ui| {
+                egui::Grid::new("layers").striped(true).show(ui, |ui| {
+                    for (name, p) in &layers {
+                        ui.label(*name);
+                        ui.label(format!("{:.3}", p.p50_ms));
+                        ui.label(format!("{:.3}", p.p99_ms));
+                        ui.end_row();
+                    }
+                });
+            });
+    }
     ui.small(format!(
         "per frame: host copies {} · bus {}",
         human_bytes(model.host_copy_bytes),

@@ -72,8 +72,23 @@ impl Stats {
     /// Every stage seen, in frame order (`scene`, `upscale` and its sub-stages, `composite`,
     /// `ui`, then host stages), with percentiles over the frames that reported it.
     pub fn stages_in_order(&self) -> Vec<(&'static str, Percentiles)> {
+        // Sub-stages without a fixed rank (in-stream layers) keep the order in which the most
+        // recent frame that has GPU spans recorded them: execution order.
+        let recorded: Vec<&'static str> = self
+            .records
+            .iter()
+            .rev()
+            .find(|r| !r.gpu.is_empty())
+            .map(|r| r.gpu.iter().map(|(name, _)| *name).collect())
+            .unwrap_or_default();
+        let position = |name: &str| {
+            recorded
+                .iter()
+                .position(|n| *n == name)
+                .unwrap_or(usize::MAX)
+        };
         let mut stages: Vec<_> = self.stages().into_iter().collect();
-        stages.sort_by_key(|(name, _)| (stage_rank(name), *name));
+        stages.sort_by_key(|(name, _)| (stage_rank(name), position(name), *name));
         stages
     }
 
@@ -91,6 +106,11 @@ impl Stats {
             .filter_map(|(k, v)| percentiles(v).map(|p| (k, p)))
             .collect()
     }
+}
+
+/// Per-layer spans of the in-stream engine are named `OpType:node`.
+pub fn is_layer(name: &str) -> bool {
+    name.contains(':')
 }
 
 /// Top-level GPU stages; every other name is a sub-stage of `upscale` that a pattern reports.
