@@ -155,3 +155,19 @@ pub fn create_sampler(
     gpu.name(sampler, name);
     Ok(sampler)
 }
+
+/// A buffer<->image copy of a whole single-layer colour image, tightly packed.
+pub fn whole_copy(extent: vk::Extent2D) -> vk::BufferImageCopy {
+    vk::BufferImageCopy::default()
+        .image_subresource(vk::ImageSubresourceLayers {
+            aspect_mask: vk::ImageAspectFlags::COLOR,
+            mip_level: 0,
+            base_array_layer: 0,
+            layer_count: 1,
+        })
+        .image_extent(vk::Extent3D {
+            width: extent.width,
+            height: extent.height,
+            depth: 1,
+        })
+}

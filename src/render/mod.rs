@@ -580,18 +580,7 @@ pub(crate) unsafe fn record_capture(
         to,
     };
     barrier::transition(device, cmd, &[t(state, barrier::TRANSFER_SRC)]);
-    let copy = vk::BufferImageCopy::default()
-        .image_subresource(vk::ImageSubresourceLayers {
-            aspect_mask: vk::ImageAspectFlags::COLOR,
-            mip_level: 0,
-            base_array_layer: 0,
-            layer_count: 1,
-        })
-        .image_extent(vk::Extent3D {
-            width: extent.width,
-            height: extent.height,
-            depth: 1,
-        });
+    let copy = gpu::image::whole_copy(extent);
     device.cmd_copy_image_to_buffer(
         cmd,
         image,

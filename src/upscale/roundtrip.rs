@@ -135,7 +135,7 @@ impl Upscaler for CpuRoundtrip {
             image.raw,
             vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
             self.slots[io.slot].readback.raw,
-            &[copy_region(extent)],
+            &[gpu::image::whole_copy(extent)],
         );
         barrier::transition(
             device,
@@ -205,7 +205,7 @@ impl Upscaler for CpuRoundtrip {
             self.slots[io.slot].upload.raw,
             output.raw,
             vk::ImageLayout::TRANSFER_DST_OPTIMAL,
-            &[copy_region(output.extent())],
+            &[gpu::image::whole_copy(output.extent())],
         );
         barrier::transition(
             device,
@@ -230,21 +230,6 @@ impl Upscaler for CpuRoundtrip {
             slot.upload.destroy(gpu);
         }
     }
-}
-
-fn copy_region(extent: vk::Extent2D) -> vk::BufferImageCopy {
-    vk::BufferImageCopy::default()
-        .image_subresource(vk::ImageSubresourceLayers {
-            aspect_mask: vk::ImageAspectFlags::COLOR,
-            mip_level: 0,
-            base_array_layer: 0,
-            layer_count: 1,
-        })
-        .image_extent(vk::Extent3D {
-            width: extent.width,
-            height: extent.height,
-            depth: 1,
-        })
 }
 
 #[cfg(test)]
