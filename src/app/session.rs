@@ -73,14 +73,19 @@ impl Session {
             None => headless_format,
         };
         let ml = ml_settings(config)?;
-        let patterns: Vec<_> = Pattern::ALL
-            .iter()
-            .map(|&p| {
-                let ok = upscale::device_support(&gpu, p)
-                    .and_then(|()| upscale::probe(p, &ml, (rw, rh), (ow, oh)));
-                (p, ok)
-            })
-            .collect();
+        // cpu-roundtrip and shared-memory load the same model into ONNX Runtime: probe it once.
+        let mut ort_probe: Option<Result<(), String>> = None;
+        let mut patterns = Vec::with_capacity(Pattern::ALL.len());
+        for p in Pattern::ALL {
+            let probe = |p| upscale::probe(p, &ml, (rw, rh), (ow, oh));
+            let ok = upscale::device_support(&gpu, p).and_then(|()| match p {
+                Pattern::CpuRoundtrip | Pattern::SharedMemory => {
+                    ort_probe.get_or_insert_with(|| probe(p)).clone()
+                }
+                _ => probe(p),
+            });
+            patterns.push((p, ok));
+        }
         for (p, why) in &patterns {
             if let Err(why) = why {
                 tracing::info!("{p} unavailable: {why}");
