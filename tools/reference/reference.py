@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Reference timings: the shipped models' architectures run by PyTorch + cuDNN on the GPU, at
+the benchmark's resolutions, so `upscale-demo bench --reference FILE` can set our in-stream
+engine's figures beside what a mature GPU stack does with the same network.
+
+    python3 tools/reference/reference.py --models models/quality_x2.onnx,models/fast_x2.onnx \
+        --res 960x540,640x360 --out out/reference.json
+
+For each model (architecture and weights read from the ONNX file: the `upscale.arch`
+metadata names the torch module in tools/train/nets.py, the Conv initialisers fill it), each
+input size and each precision:
+- `fp32`: float32 with TF32 off (the same arithmetic as our engine),
+- `tf32`: float32 inputs, cuDNN allowed to use TF32 tensor cores,
+- `fp16`: half precision, NCHW; `fp16-nhwc`: half precision, channels-last memory format,
+the forward pass (convs, pixel shuffle, bilinear base, add) is timed with CUDA events around
+each call after --warmup calls (cuDNN autotuning on), --runs times; the JSON holds the median
+and the 10th/90th percentiles. The fp16/tf32 outputs are also compared with fp32 (max abs
+difference, in the JSON) so a reader sees what the speed costs in accuracy.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
+import nets  # noqa: E402
+
+DTYPES = ["fp32", "tf32", "fp16", "fp16-nhwc"]
+
+
+def load_model(path: str) -> nets.UpscaleNet:
+    model = onnx.load(path)
+    meta = {p.key: p.value for p in model.metadata_props}
+    arch = meta.get("upscale.arch")
+    if arch not in nets.ARCHS:
+        raise SystemExit(f"{path}: metadata upscale.arch={arch!r} is not one of {sorted(nets.ARCHS)}")
+    net = nets.UpscaleNet(arch)
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    with torch.no_grad():
+        for i, conv in enumerate(net.convs):
+            conv.weight.copy_(torch.from_numpy(inits[f"conv{i + 1}.weight"].copy()))
+            conv.bias.copy_(torch.from_numpy(inits[f"conv{i + 1}.bias"].copy()))
+    return net.eval()
+
+
+def parse_res(text: str):
+    w, h = text.lower().split("x")
+    return int(w), int(h)
+
+
+def time_forward(net, x, warmup: int, runs: int):
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    with torch.inference_mode():
+        for _ in range(warmup):
+            y = net(x)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(runs):
+            start.record()
+            y = net(x)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+    return np.array(times), y
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="models/quality_x2.onnx,models/fast_x2.onnx")
+    ap.add_argument("--res", default="960x540,640x360", help="input (render) sizes, comma separated")
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA device: the reference timings are meant for the GPU machine")
+    torch.backends.cudnn.benchmark = True
+    dev = torch.device("cuda")
+    entries = []
+    for path in args.models.split(","):
+        name = os.path.splitext(os.path.basename(path))[0]
+        base = load_model(path).to(dev)
+        for res in args.res.split(","):
+            w, h = parse_res(res)
+            x32 = torch.rand(1, 3, h, w, device=dev, generator=torch.Generator(device=dev).manual_seed(1))
+            ref = None
+            for dtype in DTYPES:
+                torch.backends.cudnn.allow_tf32 = dtype == "tf32"
+                torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+                net, x = base, x32
+                if dtype.startswith("fp16"):
+                    net, x = load_model(path).to(dev).half(), x32.half()
+                    if dtype == "fp16-nhwc":
+                        net, x = net.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last)
+                times, y = time_forward(net, x, args.warmup, args.runs)
+                y = y.float()
+                if ref is None:
+                    ref = y
+                entry = {
+                    "model": name, "arch": base.arch, "input": f"{w}x{h}", "output": f"{2 * w}x{2 * h}",
+                    "dtype": dtype, "median_ms": round(float(np.median(times)), 4),
+                    "p10_ms": round(float(np.percentile(times, 10)), 4),
+                    "p90_ms": round(float(np.percentile(times, 90)), 4), "runs": args.runs,
+                    "max_abs_diff_vs_fp32": round(float((y - ref).abs().max()), 6),
+                }
+                entries.append(entry)
+                print(f"{name} {w}x{h} {dtype:9s} median {entry['median_ms']:.3f} ms "
+                      f"(p10 {entry['p10_ms']:.3f}, p90 {entry['p90_ms']:.3f}; "
+                      f"vs fp32 {entry['max_abs_diff_vs_fp32']:.1e})", flush=True)
+    report = {
+        "device": torch.cuda.get_device_name(0), "torch": torch.__version__,
+        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+        "host": platform.node(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "method": "CUDA events around each forward call, after warm-up; cudnn.benchmark on; batch 1",
+        "entries": entries,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
