@@ -11,6 +11,7 @@ use upscale_demo::app::run_model::{self, RunEngine, RunModelArgs};
 use upscale_demo::app::window::{self, WindowArgs};
 use upscale_demo::app::{has_display, paths};
 use upscale_demo::game::textures;
+use upscale_demo::render::compare::CompareSide;
 use upscale_demo::render::stats::stage_rank;
 use upscale_demo::upscale::Pattern;
 
@@ -51,6 +52,12 @@ enum Command {
         /// Cycle through the available patterns every N frames.
         #[arg(long)]
         switch_every: Option<u64>,
+        /// Turn the compare view on; its right side: native, bilinear or in-stream.
+        #[arg(long, value_parser = parse_compare_side)]
+        compare: Option<CompareSide>,
+        /// The compare view's divider, 0..1 from the left.
+        #[arg(long)]
+        divider: Option<f32>,
     },
     /// One inference of an ONNX model on .pb tensors (ONNX TensorProto), written as .pb.
     RunModel {
@@ -100,6 +107,13 @@ enum Command {
         #[arg(long, default_value = "assets")]
         out: PathBuf,
     },
+}
+
+fn parse_compare_side(s: &str) -> Result<CompareSide, String> {
+    CompareSide::parse(s).ok_or_else(|| {
+        let all: Vec<_> = CompareSide::ALL.iter().map(|c| c.name()).collect();
+        format!("unknown compare side \"{s}\"; one of: {}", all.join(", "))
+    })
 }
 
 fn parse_pattern(s: &str) -> Result<Pattern, String> {
@@ -219,6 +233,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             pattern,
             model,
             switch_every,
+            compare,
+            divider,
         }) => {
             if let Some(m) = model {
                 config.upscale.model = m;
@@ -230,6 +246,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     out,
                     pattern,
                     switch_every,
+                    compare,
+                    divider,
                 },
             )
         }
@@ -253,6 +271,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         out,
                         pattern: None,
                         switch_every: None,
+                        compare: None,
+                        divider: None,
                     },
                 );
             }

@@ -30,6 +30,7 @@ fn low_res_frame_is_exactly_the_games_frame() {
         out: out.clone(),
         pattern: Some(Pattern::Bilinear),
         switch_every: None,
+        ..Default::default()
     };
     headless::run(&config, &args).unwrap();
     let game = rgb(&out.join("input.png"));

@@ -25,6 +25,7 @@ fn headless_frame_is_a_real_scene_matching_the_reference() {
             out: out.clone(),
             pattern: Some(Pattern::Bilinear),
             switch_every: None,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -93,6 +94,7 @@ fn scripted_path_is_deterministic_and_moves() {
             out: out.clone(),
             pattern: None,
             switch_every: None,
+            ..Default::default()
         };
         let s = headless::run(&config, &args).unwrap();
         assert_eq!(s.validation_errors, 0);

@@ -172,6 +172,7 @@ fn headless_run(
         out: out.to_path_buf(),
         pattern: None,
         switch_every,
+        ..Default::default()
     };
     let summary = headless::run(config, &args).unwrap();
     assert_eq!(summary.validation_enabled, common::expect_validation());

@@ -36,6 +36,7 @@ fn roundtrip_output_equals_onnx_runtime_on_the_same_pixels() {
         out: out.clone(),
         pattern: None,
         switch_every: None,
+        ..Default::default()
     };
     let summary = headless::run(&config, &args).unwrap();
     assert_eq!(summary.pattern, "cpu-roundtrip");
@@ -157,6 +158,7 @@ fn live_switching_is_validation_clean() {
         out,
         pattern: None,
         switch_every: Some(3),
+        ..Default::default()
     };
     let summary = headless::run(&config, &args).unwrap();
     assert_eq!(summary.validation_errors, 0);

@@ -29,6 +29,7 @@ fn run(
         out: out.clone(),
         pattern: None,
         switch_every: None,
+        ..Default::default()
     };
     let summary = headless::run(&config(pattern), &args).unwrap();
     let last = image::open(out.join("last.png")).unwrap().to_rgb8();
@@ -83,6 +84,7 @@ fn switching_among_three_patterns_for_300_frames_is_validation_clean() {
         out,
         pattern: Some(Pattern::Bilinear),
         switch_every: Some(10),
+        ..Default::default()
     };
     let summary = headless::run(&config("bilinear"), &args).unwrap();
     assert_eq!(summary.validation_errors, 0);

@@ -14,15 +14,21 @@ use super::summary::Summary;
 use super::{capture, session};
 use crate::gpu::barrier::{self, State};
 use crate::gpu::{Buffer, Image, ImageDesc};
+use crate::render::compare::CompareSide;
 use crate::render::{Target, UiFrame};
 use crate::upscale::Pattern;
 
+#[derive(Default)]
 pub struct HeadlessArgs {
     pub frames: u64,
     pub out: PathBuf,
     pub pattern: Option<Pattern>,
     /// Cycle through the available patterns every this many frames (switching test).
     pub switch_every: Option<u64>,
+    /// Turn the compare view on with this right side.
+    pub compare: Option<CompareSide>,
+    /// The compare view's divider, 0..1 from the left (default 0.5).
+    pub divider: Option<f32>,
 }
 
 /// The headless target as the previous frame left it: written by the UI pass, read by a copy.
@@ -66,6 +72,14 @@ pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
         vk::BufferUsageFlags::TRANSFER_DST,
         MemoryLocation::GpuToCpu,
     )?;
+    if let Some(side) = args.compare {
+        s.renderer
+            .set_compare(&s.gpu, Some(side))
+            .with_context(|| format!("turning on the compare view (right side {side})"))?;
+    }
+    if let Some(d) = args.divider {
+        s.renderer.set_divider(d);
+    }
     let egui_ctx = egui::Context::default();
     let available: Vec<Pattern> = s
         .patterns()

@@ -12,7 +12,8 @@ use super::paths;
 use crate::game::{textures, world::World};
 use crate::gpu::swapchain::Swapchain;
 use crate::gpu::{Gpu, Validation};
-use crate::render::overlay::{self, Action, Hud, OverlayModel};
+use crate::render::compare::CompareSide;
+use crate::render::overlay::{self, Action, CompareView, Hud, OverlayModel};
 use crate::render::{Renderer, Sizes};
 use crate::upscale::{self, MlSettings, Pattern};
 
@@ -132,6 +133,51 @@ impl Session {
         }
     }
 
+    /// Turns the compare view on (this right side) or off; on failure the view stays as it was
+    /// and the overlay says why.
+    pub fn set_compare(&mut self, side: Option<CompareSide>) {
+        match self.renderer.set_compare(&self.gpu, side) {
+            Ok(()) => self.notice = None,
+            Err(e) => {
+                tracing::warn!("compare view: {e:#}");
+                self.notice = Some(format!("compare view: {e:#}"));
+            }
+        }
+    }
+
+    /// V: the compare view off, or on with the first right side that can be shown.
+    pub fn toggle_compare(&mut self) {
+        let side = match self.renderer.compare_side() {
+            Some(_) => None,
+            None => self
+                .compare_sides()
+                .into_iter()
+                .find(|(_, ok)| ok.is_ok())
+                .map(|(side, _)| side),
+        };
+        self.set_compare(side);
+    }
+
+    /// The compare view's right-side choices next to the current pattern, with the reason for
+    /// each one that cannot be shown.
+    pub fn compare_sides(&self) -> Vec<(CompareSide, Result<(), String>)> {
+        let current = self.renderer.pattern();
+        CompareSide::ALL
+            .into_iter()
+            .map(|side| {
+                let ok = side.support(current).and_then(|()| match side {
+                    CompareSide::Pattern(p) => self
+                        .patterns
+                        .iter()
+                        .find(|(q, _)| *q == p)
+                        .map_or(Ok(()), |(_, ok)| ok.clone()),
+                    CompareSide::Native => Ok(()),
+                });
+                (side, ok)
+            })
+            .collect()
+    }
+
     /// The next available pattern after the current one.
     pub fn next_pattern(&self) -> Pattern {
         let current = self.renderer.pattern();
@@ -171,9 +217,18 @@ impl Session {
                 finished: self.world.finished_at,
                 scripted,
             },
+            compare_sides: self.compare_sides(),
+            compare: self.renderer.compare_side().map(|side| CompareView {
+                side,
+                divider: self.renderer.divider(),
+                psnr: self.renderer.compare_psnr(),
+            }),
         };
-        if let Some(Action::SwitchPattern(p)) = overlay::draw(ctx, show, &model) {
-            self.switch(p);
+        match overlay::draw(ctx, show, &model) {
+            Some(Action::SwitchPattern(p)) => self.switch(p),
+            Some(Action::SetCompare(side)) => self.set_compare(side),
+            Some(Action::SetDivider(d)) => self.renderer.set_divider(d),
+            None => {}
         }
     }
 

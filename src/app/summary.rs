@@ -57,6 +57,21 @@ pub struct Summary {
     pub bus_bytes: u64,
     /// How the pattern ran (e.g. the shared-memory domain), empty when nothing to say.
     pub pattern_note: String,
+    /// The compare view at the end of the run, when it was on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compare: Option<CompareSummary>,
+}
+
+/// The compare view's state and its last live PSNR (luma, dB, vs the native frame).
+#[derive(Serialize)]
+pub struct CompareSummary {
+    pub right: String,
+    pub divider: f32,
+    /// The frame the PSNR figures belong to.
+    pub frame: Option<u64>,
+    pub psnr_y: Option<f64>,
+    /// The right side vs native, when the right side is an upscaler.
+    pub psnr_y_right: Option<f64>,
 }
 
 impl Summary {
@@ -109,6 +124,16 @@ impl Summary {
             host_copy_bytes: renderer.host_copy_bytes(),
             bus_bytes: renderer.bus_bytes(),
             pattern_note: renderer.describe(),
+            compare: renderer.compare_side().map(|side| {
+                let psnr = renderer.compare_psnr();
+                CompareSummary {
+                    right: side.name().into(),
+                    divider: renderer.divider(),
+                    frame: psnr.map(|p| p.frame),
+                    psnr_y: psnr.map(|p| p.current_y),
+                    psnr_y_right: psnr.and_then(|p| p.right_y),
+                }
+            }),
         }
     }
 

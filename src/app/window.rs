@@ -20,6 +20,7 @@ use crate::game::world::Input;
 use crate::gpu::barrier;
 use crate::gpu::swapchain::Acquired;
 use crate::gpu::Buffer;
+use crate::render::composite::letterbox;
 use crate::render::{Target, UiFrame};
 
 pub struct WindowArgs {
@@ -61,6 +62,9 @@ struct Running {
     input: Input,
     looking: bool,
     last_cursor: Option<(f64, f64)>,
+    /// The cursor position in window pixels, and whether it is dragging the compare divider.
+    cursor: (f64, f64),
+    dragging_divider: bool,
     show_overlay: bool,
     recreate: bool,
     minimized: bool,
@@ -110,12 +114,30 @@ impl ApplicationHandler for App {
                 r.looking = state == ElementState::Pressed;
                 r.last_cursor = None;
             }
-            WindowEvent::CursorMoved { position, .. } if r.looking => {
-                if let Some((x, y)) = r.last_cursor {
-                    r.input.look_delta +=
-                        glam::vec2((position.x - x) as f32, (position.y - y) as f32);
+            WindowEvent::MouseInput {
+                state,
+                button: MouseButton::Left,
+                ..
+            } => {
+                let pressed = state == ElementState::Pressed;
+                r.dragging_divider =
+                    pressed && !consumed && r.session.renderer.compare_side().is_some();
+                if r.dragging_divider {
+                    r.drag_divider();
                 }
-                r.last_cursor = Some((position.x, position.y));
+            }
+            WindowEvent::CursorMoved { position, .. } => {
+                r.cursor = (position.x, position.y);
+                if r.dragging_divider {
+                    r.drag_divider();
+                }
+                if r.looking {
+                    if let Some((x, y)) = r.last_cursor {
+                        r.input.look_delta +=
+                            glam::vec2((position.x - x) as f32, (position.y - y) as f32);
+                    }
+                    r.last_cursor = Some((position.x, position.y));
+                }
             }
             WindowEvent::RedrawRequested => {
                 if let Err(e) = r.frame(&self.args) {
@@ -197,6 +219,8 @@ impl Running {
             input: Input::default(),
             looking: false,
             last_cursor: None,
+            cursor: (0.0, 0.0),
+            dragging_divider: false,
             show_overlay: true,
             recreate: false,
             minimized: false,
@@ -222,11 +246,26 @@ impl Running {
                 let next = self.session.next_pattern();
                 self.session.switch(next);
             }
+            KeyCode::KeyV => self.session.toggle_compare(),
             KeyCode::F12 => self.screenshot = true,
             KeyCode::KeyR => self.session.world.restart(),
             KeyCode::Escape => event_loop.exit(),
             _ => {}
         }
+    }
+
+    /// Puts the compare divider under the cursor (within the letterboxed picture).
+    fn drag_divider(&mut self) {
+        let size = self.window.inner_size();
+        let rect = letterbox(
+            self.session.renderer.sizes().output,
+            vk::Extent2D {
+                width: size.width.max(1),
+                height: size.height.max(1),
+            },
+        );
+        let x = (self.cursor.0 - rect.offset.x as f64) / rect.extent.width.max(1) as f64;
+        self.session.renderer.set_divider(x as f32);
     }
 
     fn frame(&mut self, args: &WindowArgs) -> anyhow::Result<()> {

@@ -11,6 +11,8 @@ use crate::shader;
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct CompositePush {
     srgb_target: u32,
+    /// Left of this fraction of the image shows the source, right of it the compare side.
+    divider: f32,
 }
 
 pub struct CompositePass {
@@ -28,7 +30,10 @@ impl CompositePass {
                 name: "composite",
                 vertex: shader!("render/fullscreen.vert"),
                 fragment: shader!("render/composite.frag"),
-                bindings: &[vk::DescriptorType::COMBINED_IMAGE_SAMPLER],
+                bindings: &[
+                    vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                    vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                ],
                 push_size: std::mem::size_of::<CompositePush>() as u32,
                 vertex_stride: 0,
                 attributes: &[],
@@ -46,7 +51,9 @@ impl CompositePass {
     }
 
     /// Draws `source` (in `barrier::SAMPLED`) into `target_view` (in `barrier::COLOR_WRITE`),
-    /// clearing the letterbox bars.
+    /// clearing the letterbox bars. With `split` = (image, divider), the part of the picture
+    /// right of `divider` (0..1 across it) shows that image instead (same size as `source`, also
+    /// in `barrier::SAMPLED`): the compare view.
     ///
     /// # Safety
     /// `cmd` is recording outside a rendering scope.
@@ -55,6 +62,7 @@ impl CompositePass {
         gpu: &Gpu,
         cmd: vk::CommandBuffer,
         source: &Image,
+        split: Option<(&Image, f32)>,
         target_view: vk::ImageView,
         target: vk::Extent2D,
     ) {
@@ -91,10 +99,14 @@ impl CompositePass {
             cmd,
             vk::PipelineBindPoint::GRAPHICS,
             &self.pipeline,
-            &[Binding::SampledImage(source.view, sampler)],
+            &[
+                Binding::SampledImage(source.view, sampler),
+                Binding::SampledImage(split.map_or(source.view, |(right, _)| right.view), sampler),
+            ],
         );
         let push = CompositePush {
             srgb_target: gpu::swapchain::is_srgb(self.format) as u32,
+            divider: split.map_or(2.0, |(_, divider)| divider),
         };
         pipeline::push_constants(
             gpu,

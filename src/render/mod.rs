@@ -2,6 +2,7 @@
 //! current frame slot's command buffer(s) and submitted. Owns everything a frame needs except the
 //! presentation target, which the caller supplies (swapchain image or headless image).
 
+pub mod compare;
 pub mod composite;
 pub mod offscreen;
 pub mod overlay;
@@ -19,6 +20,7 @@ use crate::gpu::barrier::{self, State, Transition};
 use crate::gpu::frame::{self, Frame};
 use crate::gpu::{self, Gpu, Image, ImageDesc};
 use crate::upscale::{self, FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
+use compare::{Compare, ComparePsnr, CompareSide};
 use composite::CompositePass;
 use scene::{ScenePass, SceneTargets};
 use stats::{FrameRecord, Stats};
@@ -65,6 +67,10 @@ pub struct Renderer {
     composite: CompositePass,
     upscaler: Box<dyn Upscaler>,
     ml: MlSettings,
+    /// The compare view, while it is on.
+    compare: Option<Compare>,
+    /// Where the compare view splits the picture, 0..1 from the left.
+    divider: f32,
     /// Timeline of split frames. Submission A signals `n` (queue); the host waits for `n` before
     /// its step. For `Schedule::HostSignal` the host then signals `n + 1` and submission B,
     /// already queued, waits for `n + 1` on the GPU.
@@ -147,6 +153,8 @@ impl Renderer {
             composite,
             upscaler,
             ml,
+            compare: None,
+            divider: 0.5,
             timeline,
             timeline_value: 0,
             egui,
@@ -197,7 +205,56 @@ impl Renderer {
         let last_slot = self.last_slot();
         self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
         tracing::info!("upscaler: {pattern}");
+        // The right side never duplicates the left: compare against native instead.
+        if self.compare_side() == Some(CompareSide::Pattern(pattern)) {
+            self.set_compare(gpu, Some(CompareSide::Native))?;
+        }
         Ok(())
+    }
+
+    /// Turns the compare view on (with that right side) or off. Allocates or frees its
+    /// resources: a user action, not per frame. On failure the view stays as it was.
+    pub fn set_compare(&mut self, gpu: &Gpu, side: Option<CompareSide>) -> anyhow::Result<()> {
+        if side == self.compare_side() {
+            return Ok(());
+        }
+        let new = match side {
+            Some(side) => Some(Compare::new(
+                gpu,
+                side,
+                self.upscaler.pattern(),
+                &self.ml,
+                &self.targets.color,
+                self.output.extent(),
+            )?),
+            None => None,
+        };
+        if let Some(old) = std::mem::replace(&mut self.compare, new) {
+            let last_slot = self.last_slot();
+            self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
+        }
+        tracing::info!(
+            "compare view: {}",
+            side.map_or("off".to_string(), |s| format!("right side {s}"))
+        );
+        Ok(())
+    }
+
+    pub fn compare_side(&self) -> Option<CompareSide> {
+        self.compare.as_ref().map(Compare::side)
+    }
+
+    /// The latest live PSNR of the compare view (None while it is off or before its first read).
+    pub fn compare_psnr(&self) -> Option<ComparePsnr> {
+        self.compare.as_ref().and_then(Compare::last)
+    }
+
+    pub fn divider(&self) -> f32 {
+        self.divider
+    }
+
+    pub fn set_divider(&mut self, divider: f32) {
+        self.divider = divider.clamp(0.0, 1.0);
     }
 
     fn last_slot(&self) -> usize {
@@ -230,7 +287,7 @@ impl Renderer {
         unsafe {
             match self.upscaler.schedule() {
                 Schedule::Single => {
-                    self.record_tail(gpu, slot, cmd, &target, ui)?;
+                    self.record_tail(gpu, slot, cmd, world, &target, ui)?;
                     self.submit_tail(gpu, slot, cmd, &target, None)?;
                 }
                 Schedule::HostStep => {
@@ -238,13 +295,13 @@ impl Renderer {
                     frame::wait_timeline(gpu, self.timeline, value)?;
                     self.upscaler.run_host(gpu, slot, &mut host)?;
                     let cmd_b = self.begin_second(gpu, slot)?;
-                    self.record_tail(gpu, slot, cmd_b, &target, ui)?;
+                    self.record_tail(gpu, slot, cmd_b, world, &target, ui)?;
                     self.submit_tail(gpu, slot, cmd_b, &target, None)?;
                 }
                 Schedule::HostSignal => {
                     let value = self.submit_first(gpu, cmd)?;
                     let cmd_b = self.begin_second(gpu, slot)?;
-                    self.record_tail(gpu, slot, cmd_b, &target, ui)?;
+                    self.record_tail(gpu, slot, cmd_b, world, &target, ui)?;
                     self.submit_tail(gpu, slot, cmd_b, &target, Some(value + 1))?;
                     frame::wait_timeline(gpu, self.timeline, value)?;
                     let ran = self.upscaler.run_host(gpu, slot, &mut host);
@@ -282,6 +339,9 @@ impl Renderer {
         frame.timestamps.collect(gpu, &mut self.spans);
         if let Some(n) = self.slot_frame[slot].take() {
             self.stats.add_gpu(n, &self.spans);
+        }
+        if let Some(compare) = &mut self.compare {
+            compare.collect(gpu, slot)?;
         }
         for id in self.egui_free[slot].drain(..) {
             self.egui.free_texture(id)?;
@@ -393,18 +453,36 @@ impl Renderer {
         Ok(cmd_b)
     }
 
-    /// Output to SAMPLED, composite onto the target, optional capture, UI, final state.
+    /// The compare view's work (when on), output to SAMPLED, composite onto the target,
+    /// optional capture, UI, final state.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn record_tail(
         &mut self,
         gpu: &Gpu,
         slot: usize,
         cmd: vk::CommandBuffer,
+        world: &World,
         target: &Target,
         ui: Option<&UiFrame>,
     ) -> anyhow::Result<()> {
         let device = &gpu.device;
         let timestamps = &mut self.frames[slot].timestamps;
         let target_range = barrier::color_range();
+        let mut output_state = barrier::UPSCALE_WRITE;
+        if let Some(compare) = &mut self.compare {
+            let span = timestamps.begin(gpu, cmd, "compare");
+            output_state = compare.record(
+                gpu,
+                cmd,
+                slot,
+                self.frame_number,
+                &mut self.scene,
+                world,
+                &self.targets.color,
+                &self.output,
+            )?;
+            timestamps.end(gpu, cmd, span);
+        }
         let span = timestamps.begin(gpu, cmd, "composite");
         barrier::transition(
             device,
@@ -413,7 +491,7 @@ impl Renderer {
                 Transition {
                     image: self.output.raw,
                     range: self.output.desc.range(),
-                    from: barrier::UPSCALE_WRITE,
+                    from: output_state,
                     to: barrier::SAMPLED,
                 },
                 Transition {
@@ -424,8 +502,12 @@ impl Renderer {
                 },
             ],
         );
+        let split = self
+            .compare
+            .as_ref()
+            .map(|c| (c.right_image(), self.divider));
         self.composite
-            .record(gpu, cmd, &self.output, target.view, target.extent);
+            .record(gpu, cmd, &self.output, split, target.view, target.extent);
         timestamps.end(gpu, cmd, span);
         if let Some(buffer) = target.capture {
             record_capture(
@@ -551,6 +633,9 @@ impl Renderer {
             gpu.device.destroy_command_pool(self.egui_pool, None);
         }
         drop(self.egui);
+        if let Some(compare) = self.compare.take() {
+            compare.destroy(gpu);
+        }
         self.upscaler.destroy(gpu);
         self.composite.destroy(gpu);
         self.output.destroy(gpu);

@@ -4,6 +4,7 @@
 use egui::{Color32, RichText};
 use egui_plot::{Line, Plot, PlotPoints};
 
+use super::compare::{ComparePsnr, CompareSide};
 use super::stats::Stats;
 use super::Sizes;
 use crate::gpu::DeviceInfo;
@@ -36,16 +37,34 @@ pub struct OverlayModel<'a> {
     /// The last problem worth telling the player (e.g. a pattern that failed to start).
     pub notice: Option<&'a str>,
     pub hud: Hud,
+    /// The compare view's choices for the right side (Err = greyed, with the reason).
+    pub compare_sides: Vec<(CompareSide, Result<(), String>)>,
+    /// The compare view while it is on.
+    pub compare: Option<CompareView>,
+}
+
+/// The compare view's state as the overlay shows it.
+#[derive(Clone, Copy, Debug)]
+pub struct CompareView {
+    pub side: CompareSide,
+    pub divider: f32,
+    pub psnr: Option<ComparePsnr>,
 }
 
 /// What the player asked for through the overlay this frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Action {
     SwitchPattern(Pattern),
+    /// Compare view on with this right side, or off.
+    SetCompare(Option<CompareSide>),
+    SetDivider(f32),
 }
 
 pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Option<Action> {
     draw_hud(ctx, &model.hud);
+    if let Some(view) = &model.compare {
+        draw_divider(ctx, model, view);
+    }
     if !show_overlay {
         return None;
     }
@@ -60,6 +79,10 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
             action = pattern_selector(ui, model);
             if !model.pattern_note.is_empty() {
                 ui.small(&model.pattern_note);
+            }
+            ui.separator();
+            if let Some(a) = compare_controls(ui, model) {
+                action = Some(a);
             }
             ui.separator();
             ui.small(format!(
@@ -87,7 +110,10 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
             if let Some(notice) = model.notice {
                 ui.label(RichText::new(notice).color(Color32::from_rgb(255, 170, 60)));
             }
-            ui.small("F1 overlay · P next pattern · F12 screenshot · R restart · RMB look");
+            ui.small(
+                "F1 overlay · P next pattern · V compare (drag to move) · F12 screenshot · \
+                 R restart · RMB look",
+            );
         });
     action
 }
@@ -187,6 +213,97 @@ fn pattern_selector(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Action> {
         }
     }
     action
+}
+
+fn compare_controls(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Action> {
+    let mut action = None;
+    let mut on = model.compare.is_some();
+    if ui.checkbox(&mut on, "compare view (V)").changed() {
+        let first = model
+            .compare_sides
+            .iter()
+            .find(|(_, ok)| ok.is_ok())
+            .map(|(side, _)| *side);
+        action = Some(Action::SetCompare(if on { first } else { None }));
+    }
+    let Some(view) = &model.compare else {
+        return action;
+    };
+    ui.horizontal_wrapped(|ui| {
+        ui.label("right side:");
+        for (side, ok) in &model.compare_sides {
+            let selected = *side == view.side;
+            match ok {
+                Ok(()) => {
+                    if ui.radio(selected, side.name()).clicked() && !selected {
+                        action = Some(Action::SetCompare(Some(*side)));
+                    }
+                }
+                Err(reason) => {
+                    ui.add_enabled(false, egui::RadioButton::new(selected, side.name()))
+                        .on_disabled_hover_text(reason.as_str());
+                }
+            }
+        }
+    });
+    let mut divider = view.divider;
+    if ui
+        .add(egui::Slider::new(&mut divider, 0.0..=1.0).text("divider"))
+        .changed()
+    {
+        action = Some(Action::SetDivider(divider));
+    }
+    match view.psnr {
+        Some(p) => {
+            ui.label(format!(
+                "PSNR-Y vs native: {} {:.2} dB",
+                model.pattern, p.current_y
+            ));
+            if let Some(r) = p.right_y {
+                ui.label(format!("PSNR-Y vs native: {} {:.2} dB", view.side, r));
+            }
+        }
+        None => {
+            ui.small("PSNR: waiting for the first frame");
+        }
+    }
+    ui.small("native = the scene rendered at output size, 1 sample per pixel");
+    action
+}
+
+/// The divider line and the two sides' names, over the picture (the composite letterboxes the
+/// output into the window the same way).
+fn draw_divider(ctx: &egui::Context, model: &OverlayModel, view: &CompareView) {
+    let screen = ctx.content_rect();
+    let out = model.sizes.output;
+    let scale = (screen.width() / out.width as f32).min(screen.height() / out.height as f32);
+    let size = egui::vec2(out.width as f32 * scale, out.height as f32 * scale);
+    let rect = egui::Rect::from_center_size(screen.center(), size);
+    let x = rect.left() + view.divider * rect.width();
+    let painter = ctx.layer_painter(egui::LayerId::new(
+        egui::Order::Background,
+        egui::Id::new("compare divider"),
+    ));
+    painter.line_segment(
+        [egui::pos2(x, rect.top()), egui::pos2(x, rect.bottom())],
+        egui::Stroke::new(2.0, Color32::from_white_alpha(220)),
+    );
+    let font = egui::FontId::proportional(14.0);
+    let bg = Color32::from_black_alpha(150);
+    let y = rect.bottom() - 24.0;
+    for (text, align, dx) in [
+        (
+            format!("{} ◀", model.pattern),
+            egui::Align2::RIGHT_CENTER,
+            -6.0,
+        ),
+        (format!("▶ {}", view.side), egui::Align2::LEFT_CENTER, 6.0),
+    ] {
+        let galley = painter.layout_no_wrap(text, font.clone(), Color32::WHITE);
+        let r = align.anchor_size(egui::pos2(x + dx, y), galley.size());
+        painter.rect_filled(r.expand(3.0), 3.0, bg);
+        painter.galley(r.min, galley, Color32::WHITE);
+    }
 }
 
 fn draw_hud(ctx: &egui::Context, hud: &Hud) {

@@ -114,7 +114,7 @@ pub fn is_layer(name: &str) -> bool {
 }
 
 /// Top-level GPU stages; every other name is a sub-stage of `upscale` that a pattern reports.
-pub const TOP_STAGES: [&str; 4] = ["scene", "upscale", "composite", "ui"];
+pub const TOP_STAGES: [&str; 5] = ["scene", "upscale", "compare", "composite", "ui"];
 
 /// Frame order; sub-stages in the order a pattern runs them.
 pub fn stage_rank(name: &str) -> u8 {
@@ -128,6 +128,7 @@ pub fn stage_rank(name: &str) -> u8 {
     match name {
         "scene" => 0,
         "upscale" => 1,
+        "compare" => 39,
         "composite" => 40,
         "ui" => 41,
         n => SUB.iter().position(|s| *s == n).map_or(30, |i| 2 + i as u8),

@@ -1,0 +1,486 @@
+//! The compare view: the picture split by a divider, the current pattern's output on the left
+//! and, on the right, the scene rendered natively at output resolution or the output of a second
+//! upscaler (bilinear, or the in-stream engine on the same model), with live PSNR of the
+//! current output (and of the right side) against the native frame.
+//!
+//! Everything here exists only while the view is on: turning it on allocates the native-size
+//! scene targets, the right-side image and upscaler and the PSNR buffers once; turning it off
+//! hands them to a frame slot's deferred-destroy list. Per frame it records, into the frame's last
+//! command buffer before the composite: the scene at output size, the right-side upscaler, and
+//! one compute dispatch that sums squared luma errors per 16×16 tile into a per-slot
+//! host-visible buffer, which the host reads when that slot's fence has signalled (PSNR is one
+//! or two frames behind the picture).
+
+use std::fmt;
+
+use ash::vk;
+use gpu_allocator::MemoryLocation;
+
+use super::scene::{self, ScenePass, SceneTargets};
+use super::FRAMES_IN_FLIGHT;
+use crate::game::world::World;
+use crate::gpu::barrier::{self, State, Transition};
+use crate::gpu::pipeline::{self, Binding};
+use crate::gpu::timestamps::Timestamps;
+use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc, Pipeline};
+use crate::shader;
+use crate::upscale::{self, FrameIo, MlSettings, Pattern, Schedule, Upscaler};
+
+/// What the right side of the divider shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompareSide {
+    /// The scene rendered at output resolution (one sample per pixel), no upscaling.
+    Native,
+    /// A second upscaler of this pattern on the same low-resolution frame.
+    Pattern(Pattern),
+}
+
+impl CompareSide {
+    /// Every choice, in the order the UI lists them.
+    pub const ALL: [CompareSide; 3] = [
+        CompareSide::Pattern(Pattern::Bilinear),
+        CompareSide::Native,
+        CompareSide::Pattern(Pattern::InStream),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CompareSide::Native => "native",
+            CompareSide::Pattern(p) => p.name(),
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CompareSide> {
+        if s == "native" {
+            return Some(CompareSide::Native);
+        }
+        Pattern::parse(s).map(CompareSide::Pattern)
+    }
+
+    /// Whether this side can be shown next to `current` (Err = why not). The right side is
+    /// recorded into the frame's command buffer, so only patterns without a host step qualify.
+    pub fn support(self, current: Pattern) -> Result<(), String> {
+        match self {
+            CompareSide::Native => Ok(()),
+            CompareSide::Pattern(p) if p == current => {
+                Err(format!("{p} is already the current pattern (left side)"))
+            }
+            CompareSide::Pattern(p @ (Pattern::CpuRoundtrip | Pattern::SharedMemory)) => Err(
+                format!("{p} runs on the host between two submissions; compare it by making it the current pattern"),
+            ),
+            CompareSide::Pattern(_) => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for CompareSide {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The latest live PSNR (luma, dB) against the native frame.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct ComparePsnr {
+    /// The frame these figures belong to.
+    pub frame: u64,
+    /// The current pattern's output (left side) vs native.
+    pub current_y: f64,
+    /// The right side vs native, when the right side is an upscaler.
+    pub right_y: Option<f64>,
+}
+
+/// The output image while the PSNR pass reads it as a storage image.
+const PSNR_READ: State = State {
+    stage: vk::PipelineStageFlags2::COMPUTE_SHADER,
+    access: vk::AccessFlags2::SHADER_STORAGE_READ,
+    layout: vk::ImageLayout::GENERAL,
+};
+
+const TILE: u32 = 16;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct PsnrPush {
+    has_right: u32,
+}
+
+/// A second upscaler writing its own output image.
+struct RightUpscaler {
+    image: Image,
+    upscaler: Box<dyn Upscaler>,
+    /// Its sub-stage spans, per slot: kept out of the frame's stage table and dropped.
+    timestamps: Vec<Timestamps>,
+}
+
+pub struct Compare {
+    side: CompareSide,
+    native: SceneTargets,
+    right: Option<RightUpscaler>,
+    psnr: Pipeline,
+    nearest: vk::Sampler,
+    /// Per slot: two f32 sums per tile (current, right).
+    partials: Vec<Buffer>,
+    /// Per slot: the frame whose sums the buffer holds, until read.
+    recorded: [Option<u64>; FRAMES_IN_FLIGHT],
+    groups: [u32; 2],
+    pixels: f64,
+    scratch: Vec<(&'static str, f64)>,
+    last: Option<ComparePsnr>,
+}
+
+impl Compare {
+    /// Allocates everything the view needs (not per frame: when the view is turned on or its
+    /// right side changes). `input` is the low-resolution scene image the upscalers read.
+    pub fn new(
+        gpu: &Gpu,
+        side: CompareSide,
+        current: Pattern,
+        ml: &MlSettings,
+        input: &Image,
+        output: vk::Extent2D,
+    ) -> anyhow::Result<Self> {
+        side.support(current).map_err(anyhow::Error::msg)?;
+        let mut parts = Parts::default();
+        match Self::build(gpu, side, ml, input, output, &mut parts) {
+            Ok(compare) => Ok(compare),
+            Err(e) => {
+                parts.destroy(gpu);
+                Err(e)
+            }
+        }
+    }
+
+    fn build(
+        gpu: &Gpu,
+        side: CompareSide,
+        ml: &MlSettings,
+        input: &Image,
+        output: vk::Extent2D,
+        parts: &mut Parts,
+    ) -> anyhow::Result<Self> {
+        parts.native = Some(SceneTargets::new(gpu, output)?);
+        if let CompareSide::Pattern(pattern) = side {
+            let image = parts.image.insert(Image::new(
+                gpu,
+                "compare right side",
+                ImageDesc::new_2d(
+                    output,
+                    scene::COLOR_FORMAT,
+                    vk::ImageUsageFlags::STORAGE
+                        | vk::ImageUsageFlags::SAMPLED
+                        | vk::ImageUsageFlags::TRANSFER_DST,
+                ),
+            )?);
+            let upscaler = upscale::create(gpu, pattern, ml, input, image)?;
+            let single = upscaler.schedule() == Schedule::Single;
+            parts.upscaler = Some(upscaler);
+            anyhow::ensure!(
+                single,
+                "{pattern} has a host step and cannot be the compare view's right side"
+            );
+            for slot in 0..FRAMES_IN_FLIGHT {
+                parts.timestamps.push(Timestamps::new(
+                    gpu,
+                    &format!("compare right side spans {slot}"),
+                )?);
+            }
+        }
+        parts.psnr = Some(pipeline::compute(
+            gpu,
+            "compare psnr",
+            shader!("render/compare_psnr.comp"),
+            &[
+                vk::DescriptorType::STORAGE_IMAGE,
+                vk::DescriptorType::STORAGE_IMAGE,
+                vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                vk::DescriptorType::STORAGE_BUFFER,
+            ],
+            std::mem::size_of::<PsnrPush>() as u32,
+        )?);
+        parts.nearest = Some(gpu::image::create_sampler(
+            gpu,
+            "compare nearest",
+            false,
+            false,
+            0.0,
+        )?);
+        let groups = [output.width.div_ceil(TILE), output.height.div_ceil(TILE)];
+        let bytes = groups[0] as u64 * groups[1] as u64 * 8;
+        for slot in 0..FRAMES_IN_FLIGHT {
+            parts.partials.push(Buffer::new(
+                gpu,
+                &format!("compare psnr tiles {slot}"),
+                bytes,
+                vk::BufferUsageFlags::STORAGE_BUFFER,
+                MemoryLocation::GpuToCpu,
+            )?);
+        }
+        let p = std::mem::take(parts);
+        let right = match (p.image, p.upscaler) {
+            (Some(image), Some(upscaler)) => Some(RightUpscaler {
+                image,
+                upscaler,
+                timestamps: p.timestamps,
+            }),
+            _ => None,
+        };
+        Ok(Self {
+            side,
+            native: p.native.expect("built above"),
+            right,
+            psnr: p.psnr.expect("built above"),
+            nearest: p.nearest.expect("built above"),
+            partials: p.partials,
+            recorded: [None; FRAMES_IN_FLIGHT],
+            groups,
+            pixels: output.width as f64 * output.height as f64,
+            scratch: Vec::with_capacity(64),
+            last: None,
+        })
+    }
+
+    pub fn side(&self) -> CompareSide {
+        self.side
+    }
+
+    pub fn last(&self) -> Option<ComparePsnr> {
+        self.last
+    }
+
+    /// The image the composite shows right of the divider (in `barrier::SAMPLED` after
+    /// [`Compare::record`]).
+    pub fn right_image(&self) -> &Image {
+        match &self.right {
+            Some(r) => &r.image,
+            None => &self.native.color,
+        }
+    }
+
+    /// Reads what the slot's previous frame left (its fence has signalled).
+    pub fn collect(&mut self, gpu: &Gpu, slot: usize) -> gpu::Result<()> {
+        if let Some(r) = &mut self.right {
+            self.scratch.clear();
+            r.timestamps[slot].collect(gpu, &mut self.scratch);
+        }
+        let Some(frame) = self.recorded[slot].take() else {
+            return Ok(());
+        };
+        let buffer = &self.partials[slot];
+        buffer.invalidate_for_host(gpu)?;
+        let tiles: &[[f32; 2]] = bytemuck::cast_slice(buffer.mapped());
+        let (mut current, mut right) = (0.0f64, 0.0f64);
+        for t in tiles {
+            current += t[0] as f64;
+            right += t[1] as f64;
+        }
+        let newer = self.last.is_none_or(|l| l.frame < frame);
+        if newer {
+            self.last = Some(ComparePsnr {
+                frame,
+                current_y: psnr_db(current / self.pixels),
+                right_y: self.right.is_some().then(|| psnr_db(right / self.pixels)),
+            });
+        }
+        Ok(())
+    }
+
+    /// Records the native scene, the right-side upscaler and the PSNR pass. `output` (the current
+    /// pattern's result) is in `barrier::UPSCALE_WRITE`; it is left in the returned state, the
+    /// right image and the native frame in `barrier::SAMPLED`.
+    ///
+    /// # Safety
+    /// `cmd` is recording outside a rendering scope; the slot's fence was waited on and
+    /// [`Compare::collect`] ran for it; `input` is in `barrier::SAMPLED`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn record(
+        &mut self,
+        gpu: &Gpu,
+        cmd: vk::CommandBuffer,
+        slot: usize,
+        frame: u64,
+        scene: &mut ScenePass,
+        world: &World,
+        input: &Image,
+        output: &Image,
+    ) -> anyhow::Result<State> {
+        let device = &gpu.device;
+        scene.record(gpu, cmd, &self.native, world);
+        let to_read = |image: &Image| Transition {
+            image: image.raw,
+            range: image.desc.range(),
+            from: barrier::UPSCALE_WRITE,
+            to: PSNR_READ,
+        };
+        let mut reads = [to_read(output), to_read(output)];
+        let mut count = 1;
+        if let Some(r) = &mut self.right {
+            barrier::transition(
+                device,
+                cmd,
+                &[Transition {
+                    image: r.image.raw,
+                    range: r.image.desc.range(),
+                    from: barrier::REUSE,
+                    to: barrier::UPSCALE_WRITE,
+                }],
+            );
+            let mut io = FrameIo {
+                gpu,
+                cmd,
+                slot,
+                input,
+                output: &r.image,
+                timestamps: &mut r.timestamps[slot],
+            };
+            r.upscaler.record(&mut io)?;
+            reads[1] = to_read(&r.image);
+            count = 2;
+        }
+        barrier::transition(device, cmd, &reads[..count]);
+        device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.psnr.raw);
+        let right_view = self.right.as_ref().map_or(output.view, |r| r.image.view);
+        pipeline::push_descriptors(
+            gpu,
+            cmd,
+            vk::PipelineBindPoint::COMPUTE,
+            &self.psnr,
+            &[
+                Binding::StorageImage(output.view),
+                Binding::StorageImage(right_view),
+                Binding::SampledImage(self.native.color.view, self.nearest),
+                Binding::StorageBuffer(self.partials[slot].raw),
+            ],
+        );
+        let push = PsnrPush {
+            has_right: self.right.is_some() as u32,
+        };
+        pipeline::push_constants(gpu, cmd, &self.psnr, vk::ShaderStageFlags::COMPUTE, &push);
+        device.cmd_dispatch(cmd, self.groups[0], self.groups[1], 1);
+        barrier::memory(
+            device,
+            cmd,
+            (
+                vk::PipelineStageFlags2::COMPUTE_SHADER,
+                vk::AccessFlags2::SHADER_STORAGE_WRITE,
+            ),
+            (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
+        );
+        if let Some(r) = &self.right {
+            barrier::transition(
+                device,
+                cmd,
+                &[Transition {
+                    image: r.image.raw,
+                    range: r.image.desc.range(),
+                    from: PSNR_READ,
+                    to: barrier::SAMPLED,
+                }],
+            );
+        }
+        self.recorded[slot] = Some(frame);
+        Ok(PSNR_READ)
+    }
+
+    pub fn destroy(self, gpu: &Gpu) {
+        let (image, upscaler, timestamps) = match self.right {
+            Some(r) => (Some(r.image), Some(r.upscaler), r.timestamps),
+            None => (None, None, Vec::new()),
+        };
+        Parts {
+            native: Some(self.native),
+            image,
+            upscaler,
+            timestamps,
+            psnr: Some(self.psnr),
+            nearest: Some(self.nearest),
+            partials: self.partials,
+        }
+        .destroy(gpu);
+    }
+}
+
+/// What [`Compare::build`] has made so far, destroyed in one place when a later step fails.
+#[derive(Default)]
+struct Parts {
+    native: Option<SceneTargets>,
+    image: Option<Image>,
+    upscaler: Option<Box<dyn Upscaler>>,
+    timestamps: Vec<Timestamps>,
+    psnr: Option<Pipeline>,
+    nearest: Option<vk::Sampler>,
+    partials: Vec<Buffer>,
+}
+
+impl Parts {
+    fn destroy(self, gpu: &Gpu) {
+        for b in self.partials {
+            b.destroy(gpu);
+        }
+        if let Some(s) = self.nearest {
+            unsafe { gpu.device.destroy_sampler(s, None) };
+        }
+        if let Some(p) = self.psnr {
+            p.destroy(gpu);
+        }
+        for t in self.timestamps {
+            t.destroy(gpu);
+        }
+        if let Some(u) = self.upscaler {
+            u.destroy(gpu);
+        }
+        if let Some(i) = self.image {
+            i.destroy(gpu);
+        }
+        if let Some(n) = self.native {
+            n.destroy(gpu);
+        }
+    }
+}
+
+/// PSNR (dB, 8-bit scale) of a mean squared error, capped at 100 dB for identical images: the
+/// same definition as `quality` uses, so the live figure and the report agree.
+fn psnr_db(mse: f64) -> f64 {
+    if mse <= 0.0 {
+        return 100.0;
+    }
+    (10.0 * (255.0 * 255.0 / mse).log10()).min(100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sides_parse_and_name_round_trip() {
+        for side in CompareSide::ALL {
+            assert_eq!(CompareSide::parse(side.name()), Some(side));
+        }
+        assert_eq!(CompareSide::parse("nope"), None);
+    }
+
+    #[test]
+    fn host_step_patterns_cannot_be_the_right_side() {
+        let side = CompareSide::Pattern(Pattern::CpuRoundtrip);
+        assert!(side
+            .support(Pattern::InStream)
+            .unwrap_err()
+            .contains("host"));
+        let same = CompareSide::Pattern(Pattern::Bilinear);
+        assert!(same
+            .support(Pattern::Bilinear)
+            .unwrap_err()
+            .contains("already"));
+        assert!(CompareSide::Native.support(Pattern::Bilinear).is_ok());
+        assert!(CompareSide::Pattern(Pattern::InStream)
+            .support(Pattern::CpuRoundtrip)
+            .is_ok());
+    }
+
+    #[test]
+    fn psnr_matches_the_usual_formula() {
+        assert_eq!(psnr_db(0.0), 100.0);
+        assert!((psnr_db(1.0) - 48.1308).abs() < 1e-3);
+        assert!((psnr_db(65025.0) - 0.0).abs() < 1e-9);
+    }
+}
