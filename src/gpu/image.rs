@@ -4,6 +4,7 @@ use ash::vk;
 use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme};
 use gpu_allocator::MemoryLocation;
 
+use super::barrier::{State, Transition};
 use super::{Gpu, Result};
 
 #[derive(Clone, Copy, Debug)]
@@ -52,6 +53,16 @@ pub struct Image {
 }
 
 impl Image {
+    /// The whole image moving from one state to another (for `barrier::transition`).
+    pub fn transition(&self, from: State, to: State) -> Transition {
+        Transition {
+            image: self.raw,
+            range: self.desc.range(),
+            from,
+            to,
+        }
+    }
+
     pub fn new(gpu: &Gpu, name: &str, desc: ImageDesc) -> Result<Self> {
         let info = vk::ImageCreateInfo::default()
             .image_type(vk::ImageType::TYPE_2D)

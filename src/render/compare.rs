@@ -19,7 +19,7 @@ use gpu_allocator::MemoryLocation;
 use super::scene::{self, ScenePass, SceneTargets};
 use super::FRAMES_IN_FLIGHT;
 use crate::game::world::World;
-use crate::gpu::barrier::{self, State, Transition};
+use crate::gpu::barrier::{self, State};
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::timestamps::Timestamps;
 use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc, Pipeline};
@@ -306,25 +306,12 @@ impl Compare {
     ) -> anyhow::Result<State> {
         let device = &gpu.device;
         scene.record(gpu, cmd, &self.native, world);
-        let to_read = |image: &Image| Transition {
-            image: image.raw,
-            range: image.desc.range(),
-            from: barrier::UPSCALE_WRITE,
-            to: PSNR_READ,
-        };
+        let to_read = |image: &Image| image.transition(barrier::UPSCALE_WRITE, PSNR_READ);
         let mut reads = [to_read(output), to_read(output)];
         let mut count = 1;
         if let Some(r) = &mut self.right {
-            barrier::transition(
-                device,
-                cmd,
-                &[Transition {
-                    image: r.image.raw,
-                    range: r.image.desc.range(),
-                    from: barrier::REUSE,
-                    to: barrier::UPSCALE_WRITE,
-                }],
-            );
+            let write = r.image.transition(barrier::REUSE, barrier::UPSCALE_WRITE);
+            barrier::transition(device, cmd, &[write]);
             let mut io = FrameIo {
                 gpu,
                 cmd,
@@ -367,16 +354,8 @@ impl Compare {
             (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
         );
         if let Some(r) = &self.right {
-            barrier::transition(
-                device,
-                cmd,
-                &[Transition {
-                    image: r.image.raw,
-                    range: r.image.desc.range(),
-                    from: PSNR_READ,
-                    to: barrier::SAMPLED,
-                }],
-            );
+            let sampled = r.image.transition(PSNR_READ, barrier::SAMPLED);
+            barrier::transition(device, cmd, &[sampled]);
         }
         self.recorded[slot] = Some(frame);
         Ok(PSNR_READ)

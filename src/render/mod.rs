@@ -380,16 +380,10 @@ impl Renderer {
         self.scene.record(gpu, cmd, &self.targets, world);
         frame.timestamps.end(gpu, cmd, span);
         let span = frame.timestamps.begin(gpu, cmd, "upscale");
-        barrier::transition(
-            &gpu.device,
-            cmd,
-            &[Transition {
-                image: self.output.raw,
-                range: self.output.desc.range(),
-                from: barrier::REUSE,
-                to: barrier::UPSCALE_WRITE,
-            }],
-        );
+        let write = self
+            .output
+            .transition(barrier::REUSE, barrier::UPSCALE_WRITE);
+        barrier::transition(&gpu.device, cmd, &[write]);
         let mut io = FrameIo {
             gpu,
             cmd,
