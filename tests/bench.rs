@@ -248,8 +248,8 @@ fn check_markdown(md: &str, runs: &[Value]) {
             .lines()
             .find(|l| l.starts_with(&prefix))
             .unwrap_or_else(|| panic!("report.md has no row {prefix}\n{md}"));
-        // frame, cpu, scene, upscale, composite, ui at least: "p50 / p99" each.
-        assert!(line.matches(" / ").count() >= 6, "{line}");
+        // frame, cpu, GPU Σ, scene, upscale, composite, ui at least: "p50 / p99" each.
+        assert!(line.matches(" / ").count() >= 7, "{line}");
         let psnr = format!("{:.2}", f(&run["psnr"]["psnr_y"]));
         assert!(line.contains(&psnr), "{line} lacks PSNR {psnr}");
     }
@@ -275,6 +275,7 @@ fn check_csv(csv: &str) {
         "status",
         "frame_p50_ms",
         "frame_p99_ms",
+        "gpu_frame_p50_ms",
         "psnr_y_db",
         "scene_p50_ms",
         "upscale_p99_ms",

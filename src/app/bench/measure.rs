@@ -101,6 +101,22 @@ pub fn run(
     Ok(report)
 }
 
+/// Percentiles of each frame's top-level GPU spans added up (frames without spans left out).
+fn gpu_frame_ms(stats: &Stats) -> Option<stats::Percentiles> {
+    let sums = stats
+        .records()
+        .filter(|r| !r.gpu.is_empty())
+        .map(|r| {
+            r.gpu
+                .iter()
+                .filter(|(name, _)| stats::TOP_STAGES.contains(name))
+                .map(|(_, ms)| ms)
+                .sum()
+        })
+        .collect();
+    stats::percentiles(sums)
+}
+
 fn psnr_report(frames: Vec<FramePsnr>) -> Option<PsnrReport> {
     if frames.is_empty() {
         return None;
@@ -144,6 +160,7 @@ fn collect(s: &Session, key: RunKey, plan: &Plan) -> anyhow::Result<RunReport> {
             .ok_or_else(|| missing("frame time"))?
             .into(),
         cpu_ms: stats.cpu_ms().ok_or_else(|| missing("CPU time"))?.into(),
+        gpu_frame_ms: gpu_frame_ms(stats).map(Into::into),
         stages: stages.into_iter().map(named).collect(),
         layers: layers.into_iter().map(named).collect(),
         host_copy_bytes: renderer.host_copy_bytes(),

@@ -168,6 +168,9 @@ pub struct RunReport {
     pub frame_ms: StageStats,
     /// Host time spent building and submitting a frame, host step included.
     pub cpu_ms: StageStats,
+    /// Per frame, the sum of its top-level GPU spans (`scene`, `upscale`, `composite`, `ui`;
+    /// for split patterns `upscale` includes the host step); None without timestamps.
+    pub gpu_frame_ms: Option<StageStats>,
     /// Every measured stage but the in-stream layers, in frame order.
     pub stages: Vec<NamedStage>,
     /// In-stream layers in execution order (empty for the other patterns).

@@ -2,8 +2,8 @@
 //!
 //! CSV columns, in order: `pattern, model, model_path, render_w, render_h, output_w, output_h,
 //! status` (`ok` or `unavailable`), `reason`, `warmup, frames`, `frame_{p50,p95,p99}_ms`,
-//! `cpu_{p50,p95,p99}_ms`, `host_copy_bytes, bus_bytes, psnr_y_db, psnr_rgb_db, psnr_frames`
-//! (frame numbers joined by `;`), then for every stage any run reported (frame order; in-stream
+//! `cpu_{p50,p95,p99}_ms`, `gpu_frame_{p50,p95,p99}_ms`, `host_copy_bytes, bus_bytes,
+//! psnr_y_db, psnr_rgb_db, psnr_frames` (frame numbers joined by `;`), then for every stage any run reported (frame order; in-stream
 //! layers are in report.json only) `<stage>_p50_ms, <stage>_p95_ms, <stage>_p99_ms,
 //! <stage>_clock` (`gpu` or `host`). A cell is empty where a run has no such figure.
 
@@ -163,10 +163,18 @@ pub fn markdown(r: &BenchReport) -> String {
     let stages = stage_columns(r);
     s += "\n## Results\n\n";
     s += "Milliseconds, p50 / p99 over the measured frames. `frame`: start-to-start wall time; \
-          `cpu`: host time to build and submit a frame, host step included. Stages are GPU \
+          `cpu`: host time to build and submit a frame, host step included; `GPU Σ`: per frame, \
+          the sum of its GPU spans scene + upscale + composite + ui. Stages are GPU \
           timestamps except those marked † (host, CPU clock); for split patterns `upscale` spans \
           the scene's end to the upscaled image, host step included. Bytes are per frame.\n\n";
-    let mut head = vec!["pattern", "model", "render → output", "frame", "cpu"];
+    let mut head = vec![
+        "pattern",
+        "model",
+        "render → output",
+        "frame",
+        "cpu",
+        "GPU Σ",
+    ];
     head.extend(stages.iter().map(String::as_str));
     head.extend(["host bytes", "bus bytes", "PSNR-Y", "PSNR-RGB"]);
     s += &row(&head);
@@ -178,6 +186,7 @@ pub fn markdown(r: &BenchReport) -> String {
             run.resolution.label(),
             p50_p99(&run.frame_ms),
             p50_p99(&run.cpu_ms),
+            run.gpu_frame_ms.as_ref().map_or(String::new(), p50_p99),
         ];
         cells.extend(stages.iter().map(|n| stage_cell(run, n)));
         cells.push(thousands(run.host_copy_bytes));
@@ -319,6 +328,9 @@ pub fn csv(r: &BenchReport) -> String {
         "cpu_p50_ms",
         "cpu_p95_ms",
         "cpu_p99_ms",
+        "gpu_frame_p50_ms",
+        "gpu_frame_p95_ms",
+        "gpu_frame_p99_ms",
         "host_copy_bytes",
         "bus_bytes",
         "psnr_y_db",
@@ -349,6 +361,7 @@ pub fn csv(r: &BenchReport) -> String {
         ]);
         cells.extend(stats_fields(Some(&run.frame_ms)));
         cells.extend(stats_fields(Some(&run.cpu_ms)));
+        cells.extend(stats_fields(run.gpu_frame_ms.as_ref()));
         cells.extend([run.host_copy_bytes.to_string(), run.bus_bytes.to_string()]);
         match &run.psnr {
             Some(p) => {
