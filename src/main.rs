@@ -3,6 +3,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 
+use upscale_demo::app::bench::{self, BenchArgs};
 use upscale_demo::app::config::Config;
 use upscale_demo::app::dataset::{self, DatasetArgs};
 use upscale_demo::app::headless::{self, HeadlessArgs};
@@ -102,6 +103,43 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Benchmark every available pattern x model x resolution; writes report.{json,csv,md,png}.
+    Bench {
+        #[arg(long, default_value = "out/bench")]
+        out: PathBuf,
+        /// Comma-separated ONNX models (default: every models/*.onnx, not models/test/).
+        #[arg(long, value_delimiter = ',')]
+        models: Option<Vec<PathBuf>>,
+        /// Comma-separated render:output sizes [default: 960x540:1920x1080,640x360:1280x720].
+        #[arg(long)]
+        res: Option<String>,
+        /// Comma-separated patterns (default: all four; unavailable ones are reported, not run).
+        #[arg(long, value_delimiter = ',', value_parser = parse_pattern)]
+        patterns: Option<Vec<Pattern>>,
+        /// Warm-up frames per run, not measured [default: 10].
+        #[arg(long)]
+        warmup: Option<u64>,
+        /// Measured frames per run [default: 100].
+        #[arg(long)]
+        frames: Option<u64>,
+        /// How many of the measured frames get a PSNR against the native render [default: 3].
+        #[arg(long)]
+        psnr_frames: Option<u64>,
+        /// The native reference is rendered at this many times the output size, box-filtered
+        /// (as `quality` does); 1: a plain native render.
+        #[arg(long, default_value_t = 3)]
+        supersample: u32,
+        /// PyTorch reference timings (JSON from tools/reference/) to show beside in-stream.
+        #[arg(long)]
+        reference: Option<PathBuf>,
+        /// A smoke run: 64x36:128x72, 2 warm-up and 5 measured frames, PSNR on 2 (flags given
+        /// explicitly still win).
+        #[arg(long)]
+        quick: bool,
+        /// No progress bar.
+        #[arg(long)]
+        no_progress: bool,
+    },
     /// Regenerate the texture PNGs in assets/.
     GenAssets {
         #[arg(long, default_value = "assets")]
@@ -152,7 +190,54 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let mut config = load_config(cli.config.as_deref())?;
+    let config_file = cli.config.as_ref().map_or_else(
+        || paths::root().join("config.toml").display().to_string(),
+        |p| p.display().to_string(),
+    );
     match cli.command {
+        Some(Command::Bench {
+            out,
+            models,
+            res,
+            patterns,
+            warmup,
+            frames,
+            psnr_frames,
+            supersample,
+            reference,
+            quick,
+            no_progress,
+        }) => {
+            let mut args = BenchArgs::new(out, quick)?;
+            if let Some(m) = models {
+                args.models = m;
+            }
+            if let Some(r) = res {
+                args.resolutions = bench::parse_resolutions(&r)?;
+            }
+            if let Some(p) = patterns {
+                args.patterns = p;
+            }
+            args.warmup = warmup.unwrap_or(args.warmup);
+            args.frames = frames.unwrap_or(args.frames);
+            args.psnr_frames = psnr_frames.unwrap_or(args.psnr_frames);
+            args.supersample = supersample;
+            args.reference = reference;
+            args.progress = !no_progress;
+            args.command_line = std::env::args().collect::<Vec<_>>().join(" ");
+            args.config_file = config_file;
+            let report = bench::run(&config, &args)?;
+            println!(
+                "{} runs ({} not run) in {:.0} s, validation errors {}: wrote report.json, \
+                 report.csv, report.md and report.png in {}",
+                report.runs.len(),
+                report.unavailable.len(),
+                report.elapsed_s,
+                report.validation_errors,
+                args.out.display()
+            );
+            Ok(())
+        }
         Some(Command::RunModel {
             model,
             inputs,

@@ -1,5 +1,6 @@
 //! The application edge: command line, config, the windowed game loop and the headless runner.
 
+pub mod bench;
 pub mod capture;
 pub mod config;
 pub mod dataset;

@@ -1,0 +1,190 @@
+//! One pattern in one session: warm-up frames, measured frames, then the PSNR frames.
+//!
+//! Every run renders the same frames of the scripted camera path (0..warm-up, then the measured
+//! ones), so patterns see identical scenes. The PSNR frames are rendered again after the
+//! measured window, each captured and waited for: the capture copies and the waits never touch
+//! the timed frames. The upscalers keep no state between frames, so a frame rendered again gives
+//! the same image it gave inside the window.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use indicatif::ProgressBar;
+
+use super::report::{FramePsnr, NamedStage, PsnrReport, Resolution, RunReport};
+use crate::app::headless::{render_scripted, OffscreenTarget};
+use crate::app::quality::metrics;
+use crate::app::session::Session;
+use crate::render::stats::{self, Stats};
+use crate::upscale::Pattern;
+
+/// What one run renders.
+pub struct Plan<'a> {
+    pub warmup: u64,
+    pub frames: u64,
+    /// The native reference of each PSNR frame, by scripted-path frame number.
+    pub native: &'a [(u64, image::RgbaImage)],
+}
+
+/// Names a run in the report.
+pub struct RunKey {
+    pub pattern: Pattern,
+    pub model: Option<String>,
+    pub model_path: Option<String>,
+    pub resolution: Resolution,
+}
+
+impl RunKey {
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} {}",
+            self.resolution.label(),
+            self.model.as_deref().unwrap_or("–"),
+            self.pattern
+        )
+    }
+}
+
+/// The scripted-path frames whose PSNR is measured: `count` frames spread evenly over the
+/// measured window `warmup..warmup + frames`, first and last included.
+pub fn psnr_frames(warmup: u64, frames: u64, count: u64) -> Vec<u64> {
+    let count = count.min(frames);
+    let picked: BTreeSet<u64> = (0..count)
+        .map(|i| match count {
+            1 => frames / 2,
+            _ => i * (frames - 1) / (count - 1),
+        })
+        .collect();
+    picked.into_iter().map(|f| warmup + f).collect()
+}
+
+/// Runs `key.pattern` (already switched to) through `plan` and reports what it measured.
+pub fn run(
+    s: &mut Session,
+    egui_ctx: &egui::Context,
+    target: &OffscreenTarget,
+    key: RunKey,
+    plan: &Plan,
+    bar: &ProgressBar,
+) -> anyhow::Result<RunReport> {
+    let started = Instant::now();
+    let label = key.label();
+    for n in 0..plan.warmup {
+        bar.set_message(format!("{label} · warm-up {}/{}", n + 1, plan.warmup));
+        render_scripted(s, egui_ctx, target, n, false)?;
+        bar.inc(1);
+    }
+    // A fresh window: records of warm-up frames, and their GPU spans still in flight, are dropped.
+    s.renderer.stats = Stats::new(plan.frames.max(1) as usize);
+    for i in 0..plan.frames {
+        bar.set_message(format!("{label} · frame {}/{}", i + 1, plan.frames));
+        render_scripted(s, egui_ctx, target, plan.warmup + i, false)?;
+        bar.inc(1);
+    }
+    s.renderer.wait_all(&s.gpu)?;
+    let mut report = collect(s, key, plan)?;
+    let mut scores = Vec::with_capacity(plan.native.len());
+    for (i, (frame, native)) in plan.native.iter().enumerate() {
+        bar.set_message(format!("{label} · PSNR {}/{}", i + 1, plan.native.len()));
+        render_scripted(s, egui_ctx, target, *frame, true)?;
+        s.renderer.wait_all(&s.gpu)?;
+        let upscaled = target.output_image(&s.gpu)?;
+        scores.push(FramePsnr {
+            frame: *frame,
+            psnr_y: metrics::psnr_y(&upscaled, native),
+            psnr_rgb: metrics::psnr_rgb(&upscaled, native),
+        });
+        bar.inc(1);
+    }
+    report.psnr = psnr_report(scores);
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// Percentiles of each frame's top-level GPU spans added up (frames without spans left out).
+fn gpu_frame_ms(stats: &Stats) -> Option<stats::Percentiles> {
+    let sums = stats
+        .records()
+        .filter(|r| !r.gpu.is_empty())
+        .map(|r| {
+            r.gpu
+                .iter()
+                .filter(|(name, _)| stats::TOP_STAGES.contains(name))
+                .map(|(_, ms)| ms)
+                .sum()
+        })
+        .collect();
+    stats::percentiles(sums)
+}
+
+fn psnr_report(frames: Vec<FramePsnr>) -> Option<PsnrReport> {
+    if frames.is_empty() {
+        return None;
+    }
+    let n = frames.len() as f64;
+    Some(PsnrReport {
+        psnr_y: frames.iter().map(|f| f.psnr_y).sum::<f64>() / n,
+        psnr_rgb: frames.iter().map(|f| f.psnr_rgb).sum::<f64>() / n,
+        frames,
+    })
+}
+
+/// The measured window's figures, from the renderer's stats (PSNR still empty).
+fn collect(s: &Session, key: RunKey, plan: &Plan) -> anyhow::Result<RunReport> {
+    let stats = &s.renderer.stats;
+    let label = key.label();
+    let missing = |what: &str| anyhow::anyhow!("{label}: no {what} was recorded");
+    let host: BTreeSet<&str> = stats
+        .records()
+        .flat_map(|r| r.host.iter().map(|(name, _)| *name))
+        .collect();
+    let named = |(name, p): (&str, stats::Percentiles)| NamedStage {
+        name: name.to_string(),
+        clock: if host.contains(name) { "host" } else { "gpu" },
+        stats: p.into(),
+    };
+    let (layers, stages): (Vec<_>, Vec<_>) = stats
+        .stages_in_order()
+        .into_iter()
+        .partition(|(name, _)| stats::is_layer(name));
+    let renderer = &s.renderer;
+    Ok(RunReport {
+        pattern: key.pattern.name().into(),
+        model: key.model,
+        model_path: key.model_path,
+        resolution: key.resolution,
+        warmup: plan.warmup,
+        frames: plan.frames,
+        frame_ms: stats
+            .frame_ms()
+            .ok_or_else(|| missing("frame time"))?
+            .into(),
+        cpu_ms: stats.cpu_ms().ok_or_else(|| missing("CPU time"))?.into(),
+        gpu_frame_ms: gpu_frame_ms(stats).map(Into::into),
+        stages: stages.into_iter().map(named).collect(),
+        layers: layers.into_iter().map(named).collect(),
+        host_copy_bytes: renderer.host_copy_bytes(),
+        bus_bytes: renderer.bus_bytes(),
+        psnr: None,
+        pattern_note: renderer.describe(),
+        frame_samples_ms: stats.records().filter_map(|r| r.frame_ms).collect(),
+        elapsed_s: 0.0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::psnr_frames;
+
+    #[test]
+    fn psnr_frames_spread_over_the_measured_window() {
+        assert_eq!(psnr_frames(2, 10, 3), [2, 6, 11]);
+        assert_eq!(psnr_frames(0, 5, 1), [2]);
+        assert_eq!(
+            psnr_frames(4, 2, 5),
+            [4, 5],
+            "at most one per measured frame"
+        );
+        assert!(psnr_frames(4, 10, 0).is_empty());
+    }
+}
