@@ -147,7 +147,7 @@ pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
     readback.destroy(&s.gpu);
     target.destroy(&s.gpu);
     saved?;
-    let summary = Summary::new(&s.gpu, &s.renderer, &s.model_label(), used);
+    let summary = Summary::new(&s, used);
     summary
         .write(&args.out.join("summary.json"))
         .context("writing the summary")?;

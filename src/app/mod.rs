@@ -5,6 +5,7 @@ pub mod config;
 pub mod dataset;
 pub mod frames;
 pub mod headless;
+pub mod models;
 pub mod paths;
 pub mod quality;
 pub mod run_model;

@@ -6,9 +6,8 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::Serialize;
 
-use crate::gpu::Gpu;
+use super::session::{Session, SwitchCounts};
 use crate::render::stats::Percentiles;
-use crate::render::Renderer;
 
 #[derive(Serialize)]
 pub struct Device {
@@ -57,10 +56,15 @@ pub struct Summary {
     pub bus_bytes: u64,
     /// How the pattern ran (e.g. the shared-memory domain), empty when nothing to say.
     pub pattern_note: String,
+    /// Pattern and model switches asked for during the run, and how many were refused.
+    pub switches: SwitchCounts,
+    /// The last problem shown to the player (a refused switch, ...), if any.
+    pub notice: Option<String>,
 }
 
 impl Summary {
-    pub fn new(gpu: &Gpu, renderer: &Renderer, model: &str, patterns_used: Vec<String>) -> Self {
+    pub fn new(session: &Session, patterns_used: Vec<String>) -> Self {
+        let (gpu, renderer) = (&session.gpu, &*session.renderer);
         let sizes = renderer.sizes();
         let stages = renderer
             .stats
@@ -92,7 +96,7 @@ impl Summary {
             frames: renderer.frame_number(),
             pattern: renderer.pattern().name().into(),
             patterns_used,
-            model: model.into(),
+            model: session.model_label(),
             device: Device {
                 name: gpu.info.name.clone(),
                 driver: gpu.info.driver.clone(),
@@ -109,6 +113,8 @@ impl Summary {
             host_copy_bytes: renderer.host_copy_bytes(),
             bus_bytes: renderer.bus_bytes(),
             pattern_note: renderer.describe(),
+            switches: session.switches,
+            notice: session.notice.clone(),
         }
     }
 
