@@ -10,6 +10,7 @@ pub mod paths;
 pub mod quality;
 pub mod run_model;
 pub mod session;
+pub mod soak;
 pub mod summary;
 pub mod window;
 

@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::session::{Session, SwitchCounts};
+use super::soak::SoakReport;
 use crate::render::stats::Percentiles;
 
 #[derive(Serialize)]
@@ -60,6 +61,9 @@ pub struct Summary {
     pub switches: SwitchCounts,
     /// The last problem shown to the player (a refused switch, ...), if any.
     pub notice: Option<String>,
+    /// `headless --soak` only: memory, validation and frame-time figures of the long run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soak: Option<SoakReport>,
 }
 
 impl Summary {
@@ -115,6 +119,7 @@ impl Summary {
             pattern_note: renderer.describe(),
             switches: session.switches,
             notice: session.notice.clone(),
+            soak: None,
         }
     }
 
