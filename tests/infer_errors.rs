@@ -191,3 +191,43 @@ fn upscaler_planning_checks_the_image_input() {
     let plan = infer::plan_upscaler(&root.join("tiny_x2.onnx"), 160, 90).unwrap();
     assert_eq!(plan.tensors[plan.outputs[0]].shape, vec![1, 3, 180, 320]);
 }
+
+/// A file cut short (a failed download or copy) is a parse error naming the file; so is every
+/// shorter prefix of a real model, and none of them panics.
+#[test]
+fn truncated_models_are_parse_errors() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
+    let bytes = std::fs::read(root.join("fast_x2.onnx")).unwrap();
+    let msg = infer::plan_from_bytes(&bytes[..bytes.len() / 2], "fast_half.onnx", 8, 6)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.starts_with("model fast_half.onnx: not a valid ONNX protobuf (")
+            && msg.ends_with("check that the file is a complete .onnx model"),
+        "{msg}"
+    );
+    let mut parse_errors = 0;
+    for len in (0..bytes.len()).step_by(97) {
+        if let Err(InferError::Parse { .. }) =
+            infer::plan_from_bytes(&bytes[..len], "cut.onnx", 8, 6)
+        {
+            parse_errors += 1;
+        }
+    }
+    assert!(
+        parse_errors > 10,
+        "most prefixes cut a field: {parse_errors}"
+    );
+    assert!(infer::plan_from_bytes(&bytes, "fast_x2.onnx", 8, 6).is_ok());
+}
+
+/// The in-stream engine plans a model with a symbolic channel count for the 3 channels it
+/// feeds (the weights decide whether that fits), and names the node when they do not.
+#[test]
+fn a_dynamic_channel_count_is_bound_to_three() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/test");
+    let plan = infer::plan_upscaler(&root.join("dynamic_channels.onnx"), 8, 6).unwrap();
+    assert_eq!(plan.tensors[plan.inputs[0]].shape, vec![1, 3, 6, 8]);
+    assert_eq!(plan.tensors[plan.outputs[0]].shape, vec![1, 3, 12, 16]);
+}

@@ -42,7 +42,7 @@ pub enum ModelError {
     #[error("model file {} does not exist; check the model path in the config", .0.display())]
     NotFound(PathBuf),
     #[error(
-        "model {}: ONNX Runtime cannot load it: {reason}; check that the file is a complete .onnx model", path.display()
+        "model {}: ONNX Runtime cannot load it: {reason}; check that the file is a complete .onnx model made of standard ONNX operators", path.display()
     )]
     Invalid { path: PathBuf, reason: String },
     #[error(
