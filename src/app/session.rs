@@ -412,3 +412,35 @@ pub fn ml_settings(config: &Config) -> anyhow::Result<MlSettings> {
         intra_threads: (ort.intra_threads > 0).then_some(ort.intra_threads),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_output_over_the_device_limit_is_refused() {
+        check_device_limit((4096, 2160), 4096, "Small GPU").unwrap();
+        let e = check_device_limit((4096, 4097), 4096, "Small GPU")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "render.output_width/output_height = 4096x4097: larger than Small GPU allows \
+             (4096 pixels per side); lower the output size in the config"
+        );
+    }
+
+    #[test]
+    fn equal_reasons_are_grouped() {
+        let patterns = [
+            (Pattern::Bilinear, Ok(())),
+            (Pattern::CpuRoundtrip, Err("no runtime".to_string())),
+            (Pattern::SharedMemory, Err("no runtime".to_string())),
+            (Pattern::InStream, Err("bad node".to_string())),
+        ];
+        assert_eq!(
+            grouped_reasons(patterns.iter()),
+            "cpu-roundtrip, shared-memory: no runtime; in-stream: bad node"
+        );
+    }
+}
