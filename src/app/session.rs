@@ -43,6 +43,8 @@ pub struct Session {
     models: Vec<PathBuf>,
     model_labels: Vec<String>,
     model_index: usize,
+    /// The model last asked for (refused or not), where the M key continues.
+    model_cursor: usize,
     /// The last problem to show the player (a pattern that failed to start, ...).
     pub notice: Option<String>,
     pub switches: SwitchCounts,
@@ -113,6 +115,7 @@ impl Session {
             models,
             model_labels,
             model_index,
+            model_cursor: model_index,
             notice,
             switches: SwitchCounts::default(),
             gpu,
@@ -123,8 +126,9 @@ impl Session {
         &self.patterns
     }
 
+    /// The running model's short name (`models/quality_x2.onnx`), as the picker shows it.
     pub fn model_label(&self) -> String {
-        self.config.upscale.model.display().to_string()
+        self.model_labels[self.model_index].clone()
     }
 
     /// The models the picker offers, and the index of the current one.
@@ -132,9 +136,10 @@ impl Session {
         (&self.models, self.model_index)
     }
 
-    /// The model after the current one in the picker's list (the M key).
+    /// The model after the one last asked for in the picker's list (the M key), so repeated
+    /// presses walk past models that were refused.
     pub fn next_model(&self) -> PathBuf {
-        self.models[(self.model_index + 1) % self.models.len()].clone()
+        self.models[(self.model_cursor + 1) % self.models.len()].clone()
     }
 
     /// Switches pattern, keeping the current one (and saying why) when the new one fails.
@@ -156,6 +161,9 @@ impl Session {
     /// previous model still running, when no ML pattern can run the new one or the current
     /// pattern cannot. On success the patterns' availability is that of the new model.
     pub fn switch_model(&mut self, model: &Path) -> Result<(), String> {
+        if let Some(i) = self.models.iter().position(|m| models::same_file(m, model)) {
+            self.model_cursor = i;
+        }
         let result = self.try_switch_model(model);
         match &result {
             Ok(()) => {
@@ -202,6 +210,7 @@ impl Session {
                 self.models.len() - 1
             }
         };
+        self.model_cursor = self.model_index;
         self.config.upscale.model = model.to_path_buf();
         self.patterns = patterns;
         Ok(())
