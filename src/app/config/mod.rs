@@ -234,7 +234,11 @@ impl Config {
             _ => {
                 return Err(bad(
                     "render.render_width",
-                    &format!("{:?} / render_height {:?}", r.render_width, r.render_height),
+                    &format!(
+                        "{} / render_height {}",
+                        or_unset(r.render_width),
+                        or_unset(r.render_height)
+                    ),
                     "give both render.render_width and render.render_height, or neither".into(),
                 ))
             }
@@ -288,6 +292,10 @@ impl Config {
         };
         (render, output)
     }
+}
+
+fn or_unset(v: Option<u32>) -> String {
+    v.map_or("unset".into(), |v| v.to_string())
 }
 
 #[cfg(test)]
@@ -444,7 +452,11 @@ mod tests {
     #[test]
     fn half_given_render_size_is_refused() {
         let e = parse("[render]\nrender_width = 100").unwrap_err();
-        assert!(e.contains("render_height"), "{e}");
+        assert_eq!(
+            e,
+            "test.toml: render.render_width = 100 / render_height unset: \
+             give both render.render_width and render.render_height, or neither"
+        );
     }
 
     #[test]
