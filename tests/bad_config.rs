@@ -89,3 +89,18 @@ fn a_bad_output_size_on_the_command_line_is_checked_like_the_file() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_missing_config_file_says_how_to_pick_another_once() {
+    let out = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+        .args(["--config", "/nonexistent/upscale.toml", "headless"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "error: /nonexistent/upscale.toml: cannot read the config file: \
+         No such file or directory (os error 2). Pass another with --config PATH"
+    );
+}

@@ -133,10 +133,10 @@ impl Default for GameConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{path}: cannot read the config file: {source}. Pass another with --config PATH")]
+    #[error("{path}: cannot read the config file: {error}. Pass another with --config PATH")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
@@ -156,7 +156,7 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
-            source,
+            error: source,
         })?;
         Self::parse(&text, path)
     }

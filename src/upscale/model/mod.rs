@@ -156,9 +156,10 @@ impl OrtModel {
             return Err(ModelError::NotFound(path.to_path_buf()));
         }
         let (env, rt) = runtime::environment()?;
+        // ORT's messages may end in a newline; the advice follows after a semicolon.
         let invalid = |reason: String| ModelError::Invalid {
             path: path.to_path_buf(),
-            reason,
+            reason: reason.trim_end().to_string(),
         };
         let unavailable = |reason: String| ModelError::ProviderUnavailable {
             model: path.to_path_buf(),
