@@ -104,3 +104,35 @@ fn a_missing_config_file_says_how_to_pick_another_once() {
          No such file or directory (os error 2). Pass another with --config PATH"
     );
 }
+
+/// Command-line numbers that would divide by zero or render nothing are refused up front.
+#[test]
+fn zero_counts_on_the_command_line_are_refused() {
+    for (args, expected) in [
+        (
+            &["--switch-every", "0"][..],
+            "error: --switch-every must be at least 1",
+        ),
+        (&["--frames", "0"][..], "error: --frames must be at least 1"),
+        (
+            &["--soak", "--model-every", "0"][..],
+            "error: --switch-every and --model-every must be at least 1",
+        ),
+        (
+            &["--output-size", "0x72"][..],
+            "error: --output-size: render.output_width = 0: must be 1..=16384 pixels",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+            .arg("headless")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.trim_end().ends_with(expected) && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -39,6 +39,10 @@ const TARGET_REUSE: State = State {
 
 pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
     anyhow::ensure!(args.frames > 0, "--frames must be at least 1");
+    anyhow::ensure!(
+        args.switch_every != Some(0),
+        "--switch-every must be at least 1"
+    );
     let pattern = args.pattern.unwrap_or(config.pattern());
     let mut r = Runner::new(config, pattern)?;
     let mut used = vec![r.session.renderer.pattern().name().to_string()];
