@@ -395,3 +395,30 @@ fn an_empty_input_shape_is_refused() {
         "{msg}"
     );
 }
+
+/// A Reshape → Transpose → Reshape whose targets overflow when multiplied (fuzz finding 2): no
+/// pixel shuffle, reported as the unsupported Reshape, not a panic.
+#[test]
+fn a_reshape_target_that_overflows_is_no_pixel_shuffle() {
+    let m = model(
+        vec![
+            node("Reshape", "r1", &["x", "s1"], &["a"], vec![]),
+            node(
+                "Transpose",
+                "t",
+                &["a"],
+                &["b"],
+                vec![("perm", A::Is(&[0, 1, 4, 2, 5, 3]))],
+            ),
+            node("Reshape", "r2", &["b", "s2"], &["y"], vec![]),
+        ],
+        &[("x", &[1, 12, 6, 8])],
+        vec![
+            ints("s1", &[1, 3, 1 << 40, 1 << 40, 6, -1]),
+            ints("s2", &[1, 3, 12, 16]),
+        ],
+        "y",
+    );
+    let msg = plan_error(&m, &[1, 12, 6, 8]);
+    assert!(msg.contains("\"r1\" has op type Reshape"), "{msg}");
+}
