@@ -4,6 +4,8 @@
 #   make run        run the game (ARGS="..." passes arguments through)
 #   make headless   render 60 frames headless into out/headless
 #   make test       fmt check, clippy, cargo test (unit, GPU with validation, window under Xvfb)
+#   make soak       10,000 headless frames switching pattern and model, validation required
+#                   (SOAK_ARGS="..." adds or overrides headless options; about 2 min here)
 #   make clean      cargo clean
 
 SHELL := /bin/bash
@@ -11,6 +13,7 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 ARGS ?=
+SOAK_ARGS ?=
 
 # Start time for the elapsed-seconds report of `make test`.
 MAKE_START := $(shell date +%s)
@@ -24,7 +27,7 @@ export XDG_RUNTIME_DIR
 
 elapsed = $$(( $$(date +%s) - $(MAKE_START) ))
 
-.PHONY: setup run headless test clean
+.PHONY: setup run headless test soak clean
 
 setup:
 	bash scripts/setup.sh
@@ -43,6 +46,13 @@ test: setup
 	@echo "==== [test 3/3] cargo test: unit, GPU (lavapipe, validation required), window under Xvfb (t+$(elapsed)s)"
 	UPSCALE_VALIDATION=1 $(CARGO) test
 	@echo "==== make test: all passed in $(elapsed)s"
+
+# The test profile (dev, optimised deps): the soak shares the build `make test` made, and its
+# time goes to the validation layer and lavapipe, which the profile does not change.
+soak: setup
+	UPSCALE_VALIDATION=1 RUST_LOG=$${RUST_LOG:-warn,upscale_demo::app::soak=info} $(CARGO) run -- headless --soak \
+		--frames 10000 --switch-every 30 --model-every 500 --output-size 128x72 \
+		--out out/soak $(SOAK_ARGS)
 
 clean:
 	$(CARGO) clean

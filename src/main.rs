@@ -9,6 +9,7 @@ use upscale_demo::app::dataset::{self, DatasetArgs};
 use upscale_demo::app::headless::{self, HeadlessArgs};
 use upscale_demo::app::quality::{self, QualityArgs};
 use upscale_demo::app::run_model::{self, RunEngine, RunModelArgs};
+use upscale_demo::app::soak::{self, SoakArgs};
 use upscale_demo::app::window::{self, WindowArgs};
 use upscale_demo::app::{has_display, paths};
 use upscale_demo::game::textures;
@@ -20,7 +21,8 @@ use upscale_demo::upscale::Pattern;
 #[command(
     name = "upscale-demo",
     version,
-    about = "Real-time AI-upscaling demo game on Vulkan"
+    about = "Real-time AI-upscaling demo game on Vulkan",
+    args_override_self = true
 )]
 struct Cli {
     /// Config file (default: config.toml of the project).
@@ -40,8 +42,9 @@ struct Cli {
 enum Command {
     /// Render the scripted camera path offscreen; writes last.png and summary.json.
     Headless {
-        #[arg(long, default_value_t = 60)]
-        frames: u64,
+        /// Frames to render (default 60; 10000 with --soak).
+        #[arg(long)]
+        frames: Option<u64>,
         #[arg(long, default_value = "out/headless")]
         out: PathBuf,
         /// Upscaler pattern (default: from the config).
@@ -50,7 +53,7 @@ enum Command {
         /// ONNX model for the ML patterns (default: from the config).
         #[arg(long)]
         model: Option<PathBuf>,
-        /// Cycle through the available patterns every N frames.
+        /// Cycle through the available patterns every N frames (default 30 with --soak).
         #[arg(long)]
         switch_every: Option<u64>,
         /// Turn the compare view on; its right side: native, bilinear or in-stream.
@@ -59,6 +62,20 @@ enum Command {
         /// The compare view's divider, 0..1 from the left.
         #[arg(long)]
         divider: Option<f32>,
+        /// Output size WxH instead of the config's (render size = output / render.scale).
+        #[arg(long, value_parser = parse_size)]
+        output_size: Option<(u32, u32)>,
+        /// Long run: switch pattern every --switch-every frames and model every --model-every,
+        /// report validation errors, memory growth and frame-time spikes (summary.json "soak").
+        #[arg(long)]
+        soak: bool,
+        /// With --soak: switch model every N frames.
+        #[arg(long, default_value_t = 500)]
+        model_every: u64,
+        /// With --soak: the models to cycle, comma-separated (default: models/*.onnx, the test
+        /// model and a model the loader refuses).
+        #[arg(long, value_delimiter = ',')]
+        models: Vec<PathBuf>,
     },
     /// One inference of an ONNX model on .pb tensors (ONNX TensorProto), written as .pb.
     RunModel {
@@ -152,6 +169,12 @@ fn parse_compare_side(s: &str) -> Result<CompareSide, String> {
         let all: Vec<_> = CompareSide::ALL.iter().map(|c| c.name()).collect();
         format!("unknown compare side \"{s}\"; one of: {}", all.join(", "))
     })
+}
+
+fn parse_size(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("\"{s}\" is not a size; write it as WIDTHxHEIGHT, e.g. 128x72");
+    let (w, h) = s.split_once('x').ok_or_else(bad)?;
+    Ok((w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?))
 }
 
 fn parse_pattern(s: &str) -> Result<Pattern, String> {
@@ -320,10 +343,32 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             switch_every,
             compare,
             divider,
+            output_size,
+            soak,
+            model_every,
+            models,
         }) => {
             if let Some(m) = model {
                 config.upscale.model = m;
             }
+            if let Some((w, h)) = output_size {
+                config = config.with_output_size(w, h)?;
+            }
+            if soak {
+                let models = match models.is_empty() {
+                    true => soak::default_models(&paths::root()),
+                    false => models,
+                };
+                let args = SoakArgs {
+                    frames: frames.unwrap_or(10_000),
+                    out,
+                    pattern_every: switch_every.unwrap_or(30),
+                    model_every,
+                    models,
+                };
+                return run_soak(&config, &args);
+            }
+            let frames = frames.unwrap_or(60);
             run_headless(
                 &config,
                 HeadlessArgs {
@@ -364,6 +409,79 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             window::run(config, args).context("windowed run")
         }
     }
+}
+
+fn run_soak(config: &Config, args: &SoakArgs) -> anyhow::Result<()> {
+    let s = soak::run(config, args)?;
+    let r = s.soak.as_ref().expect("a soak run has a soak report");
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    println!(
+        "soak: {} frames at {}x{} -> {}x{} on {} in {:.0} s (median frame {:.2} ms), \
+         pattern every {} frames, model every {}",
+        r.frames,
+        s.render_size[0],
+        s.render_size[1],
+        s.output_size[0],
+        s.output_size[1],
+        s.device.name,
+        r.seconds,
+        r.frame_ms_median,
+        r.pattern_every,
+        r.model_every
+    );
+    println!("  models: {}", r.models.join(", "));
+    println!(
+        "  switches: {} pattern ({} refused), {} model ({} refused); switch p50/max: pattern {:.0}/{:.0} ms, model {:.0}/{:.0} ms",
+        s.switches.patterns,
+        s.switches.patterns_refused,
+        s.switches.models,
+        s.switches.models_refused,
+        r.pattern_switch.p50_ms,
+        r.pattern_switch.max_ms,
+        r.model_switch.p50_ms,
+        r.model_switch.max_ms
+    );
+    println!(
+        "  validation errors: {} (layer {})",
+        r.validation_errors,
+        if r.validation_enabled { "on" } else { "OFF" }
+    );
+    for (name, sample) in [("start", r.start), ("end", r.end)] {
+        if let Some(m) = sample {
+            println!(
+                "  {name:<5} (frame {:>6}): RSS {:.1} MiB, GPU allocated {:.2} MiB (reserved {:.1} MiB)",
+                m.frame,
+                mib(m.rss_bytes),
+                mib(m.gpu_allocated_bytes),
+                mib(m.gpu_reserved_bytes)
+            );
+        }
+    }
+    let pct = |g: Option<f64>| g.map_or("n/a".into(), |g| format!("{g:+.2} %"));
+    println!(
+        "  growth: RSS {}, GPU allocated {} (limit {} %)",
+        pct(r.rss_growth_pct),
+        pct(r.gpu_growth_pct),
+        soak::MAX_GROWTH_PCT
+    );
+    println!(
+        "  frames over {}x their pattern's median: {} steady, {} right after a switch",
+        soak::SPIKE_FACTOR,
+        r.spike_count,
+        r.switch_spike_count
+    );
+    for spike in &r.spikes {
+        println!(
+            "    frame {}: {:.1} ms ({} on {}, median {:.2} ms)",
+            spike.frame, spike.ms, spike.pattern, spike.model, spike.median_ms
+        );
+    }
+    println!("wrote {}/summary.json", args.out.display());
+    if !r.failures.is_empty() {
+        anyhow::bail!("soak failed: {}", r.failures.join("; "));
+    }
+    println!("soak passed");
+    Ok(())
 }
 
 fn run_headless(config: &Config, args: HeadlessArgs) -> anyhow::Result<()> {

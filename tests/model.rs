@@ -163,6 +163,61 @@ fn random_bytes_are_invalid() {
 }
 
 #[test]
+fn empty_and_truncated_models_are_invalid_with_the_file_named() {
+    runtime();
+    let dir = std::env::temp_dir().join(format!("upscale-model-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tiny = std::fs::read(fixture("tiny_x2.onnx")).unwrap();
+    for (name, bytes) in [
+        ("empty.onnx", &[][..]),
+        ("half.onnx", &tiny[..tiny.len() / 2]),
+        ("one_byte_short.onnx", &tiny[..tiny.len() - 1]),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let err = OrtModel::load(&path, ExecutionProvider::Cpu, None).unwrap_err();
+        assert!(matches!(err, ModelError::Invalid { .. }), "{name}: {err:?}");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "model {}: ONNX Runtime cannot load it: ",
+                path.display()
+            )),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with(
+                "check that the file is a complete .onnx model made of standard ONNX operators"
+            ),
+            "{msg}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_operator_onnx_runtime_does_not_know_is_named() {
+    let err = load("custom_op_x2.onnx").unwrap_err();
+    assert!(matches!(err, ModelError::Invalid { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("com.example:Sharpen(-1) is not a registered function/op"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dynamic_channels_are_not_an_image_model() {
+    let err = load("dynamic_channels.onnx").unwrap_err();
+    assert!(matches!(err, ModelError::NotImage { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("dynamic_channels.onnx: input 'input' has a dynamic channel dimension; the upscaler needs NCHW float32 with 3 channels"),
+        "{err}"
+    );
+}
+
+#[test]
 fn one_channel_model_is_not_an_image_model() {
     let err = load("one_channel.onnx").unwrap_err();
     assert!(matches!(err, ModelError::NotImage { .. }), "{err:?}");

@@ -1,7 +1,8 @@
 //! The windowed game under Xvfb: it opens, toggles the overlay and the pattern (bilinear ->
-//! cpu-roundtrip), takes a
-//! screenshot, survives a resize storm and an unmap/map (what a window manager does on
-//! minimise), closes on Escape, and reports 0 validation errors.
+//! cpu-roundtrip), takes a screenshot, survives 20 pattern toggles in one second, a walk through
+//! the model list with M (bad models among them: refused, the game goes on), a resize storm and
+//! an unmap/map (what a window manager does on minimise), closes on Escape, and reports 0
+//! validation errors.
 //!
 //! Needs Xvfb, xdotool and imagemagick (`make setup` installs them); fails loudly without them.
 
@@ -11,6 +12,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
+
+const PATTERN_PRESSES: u64 = 21;
+const MODEL_PRESSES: u64 = 5;
 
 struct Xvfb(Child, String);
 
@@ -95,6 +99,31 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
         xdotool(&display, &["key", key]);
         sleep(Duration::from_millis(700));
     }
+    // 20 pattern switches as fast as a hand can: several arrive between two frames. 1 + 20 P
+    // presses over 4 patterns end on cpu-roundtrip, where the model switches rebuild the upscaler.
+    let storm: Vec<&str> = ["--delay", "40"].into_iter().chain(["p"; 20]).collect();
+    xdotool(&display, &[&["key"][..], &storm].concat());
+    sleep(Duration::from_millis(1500));
+    // M walks models/*.onnx then models/test/*.onnx from quality_x2: custom_op_x2 and
+    // dynamic_channels are refused on cpu-roundtrip, espcn_x2_160x90 (this render size) and
+    // no_scale_meta are taken, one_channel is refused.
+    for _ in 0..MODEL_PRESSES {
+        xdotool(&display, &["key", "m"]);
+        sleep(Duration::from_millis(500));
+    }
+    // Compare view on (right side: bilinear, the first that can sit next to cpu-roundtrip),
+    // divider dragged from the middle to a quarter of the 640-pixel picture; the resizes below
+    // then run with it on.
+    xdotool(&display, &["key", "v"]);
+    sleep(Duration::from_millis(800));
+    xdotool(&display, &["mousemove", "--window", &window, "480", "200"]);
+    sleep(Duration::from_millis(500));
+    xdotool(&display, &["mousedown", "1"]);
+    sleep(Duration::from_millis(300));
+    xdotool(&display, &["mousemove", "--window", &window, "160", "200"]);
+    sleep(Duration::from_millis(500));
+    xdotool(&display, &["mouseup", "1"]);
+    sleep(Duration::from_millis(500));
     for (w, h) in [
         ("800", "500"),
         ("300", "600"),
@@ -145,6 +174,40 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
         json["frames"].as_u64().unwrap() > 20,
         "too few frames: {}",
         json["frames"]
+    );
+    let switches = &json["switches"];
+    let count = |key: &str| switches[key].as_u64().unwrap();
+    assert_eq!(
+        count("patterns") + count("patterns_refused"),
+        PATTERN_PRESSES,
+        "every P press was handled: {switches}"
+    );
+    assert_eq!(count("patterns_refused"), 0, "{switches}");
+    assert_eq!(json["pattern"], "cpu-roundtrip");
+    assert_eq!(
+        (count("models"), count("models_refused")),
+        (2, 3),
+        "M presses: {switches}"
+    );
+    assert_eq!(json["model"], "models/test/no_scale_meta.onnx");
+    let notice = json["notice"].as_str().unwrap_or_default();
+    assert!(
+        notice.starts_with("models/test/one_channel.onnx: ") && notice.contains("has 1 channel(s)"),
+        "the last refusal is on screen: {notice}"
+    );
+    let compare = &json["compare"];
+    assert_eq!(
+        compare["right"], "bilinear",
+        "V turned the compare view on: {compare}"
+    );
+    let divider = compare["divider"].as_f64().unwrap();
+    assert!(
+        (divider - 0.25).abs() < 0.02,
+        "dragged divider at {divider}"
+    );
+    assert!(
+        compare["psnr_y"].as_f64().is_some_and(|p| p > 10.0),
+        "live PSNR: {compare}"
     );
     let shots: Vec<_> = std::fs::read_dir(dir.join("screenshots"))
         .expect("F12 wrote no screenshot")

@@ -12,6 +12,13 @@ Writes into models/test/ (relative to the repository root):
   skip_x2.onnx        dynamic-size x2 model with a skip connection: LeakyRelu, depthwise conv,
                       PRelu, DepthToSpace DCR, Resize linear/nearest, Concat, Sigmoid, Clip,
                       Identity, Add/Sub/Mul/Div with broadcast constants
+  softplus_x2.onnx    tiny_x2 with Softplus for ReLU: ONNX Runtime runs it, the in-stream engine
+                      has no Softplus (the picker shows in-stream greyed with that reason)
+  custom_op_x2.onnx   tiny_x2 followed by an op of an unknown domain (com.example.Sharpen): no
+                      runtime can load it
+  dynamic_channels.onnx
+                      tiny_x2 whose input declares its channel count as a symbol, which the ONNX
+                      Runtime loader refuses (it cannot check the 3 channels)
   tiny_x2.in.f32 / tiny_x2.out.f32
                       reference pair (1x3x7x5 -> 1x3x14x10, raw little-endian f32)
                       computed with onnxruntime, so the Rust test needs no Python.
@@ -56,28 +63,42 @@ def build_weights(channels: int, rng: np.random.RandomState):
     return w1, b1, w2, b2
 
 
-def build_model(channels: int, with_scale_meta: bool) -> onnx.ModelProto:
+def build_model(
+    channels: int,
+    with_scale_meta: bool,
+    activation: str = "Relu",
+    channel_dim="",
+    custom_op: bool = False,
+) -> onnx.ModelProto:
     rng = np.random.RandomState(seed=SEED)
     w1, b1, w2, b2 = build_weights(channels, rng)
 
-    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, channels, "height", "width"])
+    in_channels = channel_dim or channels
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, in_channels, "height", "width"])
     out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, channels, "out_height", "out_width"])
+    last = "d2s" if custom_op else "output"
     nodes = [
         helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], name="conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node(activation, ["c1"], ["r1"], name="relu1"),
         helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-        helper.make_node("DepthToSpace", ["c2"], ["output"], name="depth_to_space", blocksize=BLOCK, mode="CRD"),
+        helper.make_node("DepthToSpace", ["c2"], [last], name="depth_to_space", blocksize=BLOCK, mode="CRD"),
     ]
+    opsets = [helper.make_opsetid("", OPSET)]
+    if custom_op:
+        nodes.append(helper.make_node("Sharpen", [last], ["output"], name="sharpen", domain="com.example"))
+        opsets.append(helper.make_opsetid("com.example", 1))
     inits = [numpy_helper.from_array(a, n) for n, a in (("w1", w1), ("b1", b1), ("w2", w2), ("b2", b2))]
     graph = helper.make_graph(nodes, "tiny_x2", [inp], [out], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="make_test_model.py")
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="make_test_model.py")
     # Keep the IR version loadable by older runtimes too.
     model.ir_version = 8
     meta = {"upscale.input_layout": "NCHW", "upscale.range": "0..1"}
     if with_scale_meta:
         meta["scale"] = str(BLOCK)
     helper.set_model_props(model, meta)
-    onnx.checker.check_model(model, full_check=True)
+    # The checker knows no com.example ops: the custom-op model is valid protobuf and graph,
+    # just not runnable, which is its point.
+    onnx.checker.check_model(model, full_check=not custom_op)
     return model
 
 
@@ -186,6 +207,9 @@ def main():
         "one_channel.onnx": build_model(1, True),
         "espcn_x2_160x90.onnx": build_espcn(),
         "skip_x2.onnx": build_skip(),
+        "softplus_x2.onnx": build_model(3, True, activation="Softplus"),
+        "custom_op_x2.onnx": build_model(3, True, custom_op=True),
+        "dynamic_channels.onnx": build_model(3, True, channel_dim="channels"),
     }
     if args.only:
         fixtures = {k: v for k, v in fixtures.items() if k in args.only}

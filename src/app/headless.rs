@@ -1,18 +1,19 @@
 //! The headless runner: the scripted camera path rendered offscreen (no window, no display),
 //! writing `last.png` (the final composited frame, overlay excluded), `input.png` (that frame's
 //! low-resolution scene image, what the upscaler got) and `summary.json`.
-//! Used by tests, benchmarks and machines without a display.
+//! Used by tests, benchmarks, the soak run and machines without a display.
 
-use std::path::PathBuf;
+use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use ash::vk;
 use gpu_allocator::MemoryLocation;
 
+use super::capture;
 use super::config::Config;
 use super::session::Session;
 use super::summary::Summary;
-use super::{capture, session};
 use crate::gpu::barrier::{self, State};
 use crate::gpu::{Buffer, Gpu, Image, ImageDesc};
 use crate::render::compare::CompareSide;
@@ -195,66 +196,110 @@ pub fn render_scripted(
 
 pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
     anyhow::ensure!(args.frames > 0, "--frames must be at least 1");
+    anyhow::ensure!(
+        args.switch_every != Some(0),
+        "--switch-every must be at least 1"
+    );
     let pattern = args.pattern.unwrap_or(config.pattern());
-    let mut s = session::Session::new(config, None, vk::Format::R8G8B8A8_UNORM, pattern)?;
-    let target = OffscreenTarget::for_session(&s)?;
+    let mut r = Runner::new(config, pattern)?;
     if let Some(side) = args.compare {
-        s.renderer
-            .set_compare(&s.gpu, Some(side))
+        r.session
+            .renderer
+            .set_compare(&r.session.gpu, Some(side))
             .with_context(|| format!("turning on the compare view (right side {side})"))?;
     }
     if let Some(d) = args.divider {
-        s.renderer.set_divider(d);
+        r.session.renderer.set_divider(d);
     }
-    let egui_ctx = egui::Context::default();
-    let available: Vec<Pattern> = s
-        .patterns()
-        .iter()
-        .filter(|p| p.1.is_ok())
-        .map(|p| p.0)
-        .collect();
-    let mut used = vec![pattern.name().to_string()];
+    let mut used = vec![r.session.renderer.pattern().name().to_string()];
     let progress_every = (args.frames / 10).max(1);
-    let mut rendered = Ok(());
     for n in 0..args.frames {
         if let Some(k) = args.switch_every {
+            let available = r.available_patterns();
             if n > 0 && n % k == 0 && available.len() > 1 {
                 let i = available
                     .iter()
-                    .position(|&p| p == s.renderer.pattern())
+                    .position(|&p| p == r.session.renderer.pattern())
                     .unwrap_or(0);
                 let next = available[(i + 1) % available.len()];
-                if let Err(e) = s.renderer.switch_pattern(&s.gpu, next) {
-                    rendered = Err(e);
-                    break;
+                r.session.switch(next);
+                if r.session.renderer.pattern() != next {
+                    anyhow::bail!(
+                        "frame {n}: {}",
+                        r.session.notice.as_deref().unwrap_or("switch failed")
+                    );
                 }
                 if !used.iter().any(|u| u == next.name()) {
                     used.push(next.name().into());
                 }
             }
         }
-        let last = n + 1 == args.frames;
-        rendered = render_scripted(&mut s, &egui_ctx, &target, n, last);
-        if rendered.is_err() {
-            break;
-        }
+        r.frame(n, n + 1 == args.frames)?;
         if (n + 1) % progress_every == 0 {
             tracing::info!("headless: frame {}/{}", n + 1, args.frames);
         }
     }
-    let waited = s.renderer.wait_all(&s.gpu);
-    let saved = rendered.and(waited).and_then(|()| {
-        target.save(
-            &s.gpu,
-            &args.out.join("last.png"),
-            &args.out.join("input.png"),
-        )
-    });
-    target.destroy(&s.gpu);
-    saved?;
-    let summary = Summary::new(&s.gpu, &s.renderer, &s.model_label(), used);
+    r.save_pngs(&args.out)?;
+    let summary = Summary::new(&r.session, used);
     summary
         .write(&args.out.join("summary.json"))
         .context("writing the summary")?;
     Ok(summary)
+}
+
+/// An offscreen session with what a frame needs besides it: the target and capture buffers
+/// and the egui context. Frames are driven one at a time by [`Runner::frame`], so the plain
+/// run and the soak share them.
+pub struct Runner {
+    pub session: Session,
+    target: ManuallyDrop<OffscreenTarget>,
+    egui_ctx: egui::Context,
+}
+
+impl Runner {
+    pub fn new(config: &Config, pattern: Pattern) -> anyhow::Result<Self> {
+        let session = Session::new(config, None, vk::Format::R8G8B8A8_UNORM, pattern)?;
+        let target = OffscreenTarget::for_session(&session)?;
+        Ok(Self {
+            session,
+            target: ManuallyDrop::new(target),
+            egui_ctx: egui::Context::default(),
+        })
+    }
+
+    /// The patterns that can run now (with the current model), in the UI's order.
+    pub fn available_patterns(&self) -> Vec<Pattern> {
+        self.session
+            .patterns()
+            .iter()
+            .filter(|p| p.1.is_ok())
+            .map(|p| p.0)
+            .collect()
+    }
+
+    /// Renders frame `n` of the scripted path with the overlay; `capture`: also copy the
+    /// composited frame and its input for [`Runner::save_pngs`].
+    pub fn frame(&mut self, n: u64, capture: bool) -> anyhow::Result<()> {
+        render_scripted(&mut self.session, &self.egui_ctx, &self.target, n, capture)
+    }
+
+    /// Waits for the frames in flight and writes `last.png` and `input.png` into `out` (the
+    /// frame rendered with `capture` set).
+    pub fn save_pngs(&mut self, out: &Path) -> anyhow::Result<()> {
+        let s = &mut self.session;
+        s.renderer.wait_all(&s.gpu)?;
+        self.target
+            .save(&s.gpu, &out.join("last.png"), &out.join("input.png"))
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        let s = &mut self.session;
+        // The last frames may still write the target: wait before destroying it.
+        let _ = s.renderer.wait_all(&s.gpu);
+        // SAFETY: taken once, here; no frame in flight uses the target any more.
+        let target = unsafe { ManuallyDrop::take(&mut self.target) };
+        target.destroy(&s.gpu);
+    }
 }

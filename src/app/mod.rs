@@ -6,10 +6,12 @@ pub mod config;
 pub mod dataset;
 pub mod frames;
 pub mod headless;
+pub mod models;
 pub mod paths;
 pub mod quality;
 pub mod run_model;
 pub mod session;
+pub mod soak;
 pub mod summary;
 pub mod window;
 

@@ -2,13 +2,14 @@
 //! surface and swapchain, the renderer and the game world. Owns teardown order.
 
 use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use ash::{khr, vk};
 use raw_window_handle::{HasDisplayHandle, HasWindowHandle};
 
 use super::config::Config;
-use super::paths;
+use super::{models, paths};
 use crate::game::{textures, world::World};
 use crate::gpu::swapchain::Swapchain;
 use crate::gpu::{Gpu, Validation};
@@ -23,14 +24,31 @@ pub struct Surface {
     pub swapchain: Option<Swapchain>,
 }
 
+/// Switches asked for at run time (UI, keys, soak), and how many were refused.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SwitchCounts {
+    pub patterns: u64,
+    pub patterns_refused: u64,
+    pub models: u64,
+    pub models_refused: u64,
+}
+
 pub struct Session {
     pub config: Config,
     pub renderer: ManuallyDrop<Renderer>,
     pub world: World,
     pub surface: Option<Surface>,
     patterns: Vec<(Pattern, Result<(), String>)>,
+    /// What the model picker offers (resolved paths, listed at start-up), their short names,
+    /// and which one the ML patterns run.
+    models: Vec<PathBuf>,
+    model_labels: Vec<String>,
+    model_index: usize,
+    /// The model last asked for (refused or not), where the M key continues.
+    model_cursor: usize,
     /// The last problem to show the player (a pattern that failed to start, ...).
     pub notice: Option<String>,
+    pub switches: SwitchCounts,
     /// Declared last: dropped after everything above was destroyed in `Drop`.
     pub gpu: Gpu,
 }
@@ -50,13 +68,7 @@ impl Session {
             gpu.info.external_memory_host = false;
         }
         let ((rw, rh), (ow, oh)) = config.sizes();
-        let limit = gpu.info.max_image_dimension_2d;
-        if ow.max(oh) > limit {
-            anyhow::bail!(
-                "render.output_width/output_height = {ow}x{oh}: larger than {} allows ({limit} pixels per side)",
-                gpu.info.name
-            );
-        }
+        check_device_limit((ow, oh), gpu.info.max_image_dimension_2d, &gpu.info.name)?;
         let sizes = Sizes {
             render: vk::Extent2D {
                 width: rw,
@@ -74,24 +86,16 @@ impl Session {
             None => headless_format,
         };
         let ml = ml_settings(config)?;
-        // cpu-roundtrip and shared-memory load the same model into ONNX Runtime: probe it once.
-        let mut ort_probe: Option<Result<(), String>> = None;
-        let mut patterns = Vec::with_capacity(Pattern::ALL.len());
-        for p in Pattern::ALL {
-            let probe = |p| upscale::probe(p, &ml, (rw, rh), (ow, oh));
-            let ok = upscale::device_support(&gpu, p).and_then(|()| match p {
-                Pattern::CpuRoundtrip | Pattern::SharedMemory => {
-                    ort_probe.get_or_insert_with(|| probe(p)).clone()
-                }
-                _ => probe(p),
-            });
-            patterns.push((p, ok));
-        }
-        for (p, why) in &patterns {
-            if let Err(why) = why {
-                tracing::info!("{p} unavailable: {why}");
-            }
-        }
+        let patterns = probe_patterns(&gpu, &ml, sizes);
+        let models = models::list(&paths::root(), &ml.model);
+        let model_labels = models
+            .iter()
+            .map(|m| models::label(&paths::root(), m))
+            .collect();
+        let model_index = models
+            .iter()
+            .position(|m| models::same_file(m, &ml.model))
+            .unwrap_or(0);
         let mut notice = None;
         let renderer =
             match Renderer::new(&gpu, &world, &layers, sizes, format, pattern, ml.clone()) {
@@ -109,7 +113,12 @@ impl Session {
             world,
             surface,
             patterns,
+            models,
+            model_labels,
+            model_index,
+            model_cursor: model_index,
             notice,
+            switches: SwitchCounts::default(),
             gpu,
         })
     }
@@ -118,16 +127,32 @@ impl Session {
         &self.patterns
     }
 
+    /// The running model's short name (`models/quality_x2.onnx`), as the picker shows it.
     pub fn model_label(&self) -> String {
-        self.config.upscale.model.display().to_string()
+        self.model_labels[self.model_index].clone()
+    }
+
+    /// The models the picker offers, and the index of the current one.
+    pub fn models(&self) -> (&[PathBuf], usize) {
+        (&self.models, self.model_index)
+    }
+
+    /// The model after the one last asked for in the picker's list (the M key), so repeated
+    /// presses walk past models that were refused.
+    pub fn next_model(&self) -> PathBuf {
+        self.models[(self.model_cursor + 1) % self.models.len()].clone()
     }
 
     /// Switches pattern, keeping the current one (and saying why) when the new one fails.
     pub fn switch(&mut self, pattern: Pattern) {
         match self.renderer.switch_pattern(&self.gpu, pattern) {
-            Ok(()) => self.notice = None,
+            Ok(()) => {
+                self.switches.patterns += 1;
+                self.notice = None;
+            }
             Err(e) => {
                 tracing::warn!("cannot switch to {pattern}: {e:#}");
+                self.switches.patterns_refused += 1;
                 self.notice = Some(format!("{pattern}: {e:#}"));
             }
         }
@@ -136,12 +161,10 @@ impl Session {
     /// Turns the compare view on (this right side) or off; on failure the view stays as it was
     /// and the overlay says why.
     pub fn set_compare(&mut self, side: Option<CompareSide>) {
-        match self.renderer.set_compare(&self.gpu, side) {
-            Ok(()) => self.notice = None,
-            Err(e) => {
-                tracing::warn!("compare view: {e:#}");
-                self.notice = Some(format!("compare view: {e:#}"));
-            }
+        // Success leaves the notice alone: it may be about something else (a refused model).
+        if let Err(e) = self.renderer.set_compare(&self.gpu, side) {
+            tracing::warn!("compare view: {e:#}");
+            self.notice = Some(format!("compare view: {e:#}"));
         }
     }
 
@@ -178,6 +201,65 @@ impl Session {
             .collect()
     }
 
+    /// Switches the model the ML patterns run. Refused, with the reason in the notice and the
+    /// previous model still running, when no ML pattern can run the new one or the current
+    /// pattern cannot. On success the patterns' availability is that of the new model.
+    pub fn switch_model(&mut self, model: &Path) -> Result<(), String> {
+        if let Some(i) = self.models.iter().position(|m| models::same_file(m, model)) {
+            self.model_cursor = i;
+        }
+        let result = self.try_switch_model(model);
+        match &result {
+            Ok(()) => {
+                self.switches.models += 1;
+                self.notice = None;
+            }
+            Err(why) => {
+                tracing::warn!("model switch refused: {why}");
+                self.switches.models_refused += 1;
+                self.notice = Some(why.clone());
+            }
+        }
+        result
+    }
+
+    fn try_switch_model(&mut self, model: &Path) -> Result<(), String> {
+        let root = paths::root();
+        let mut config = self.config.clone();
+        config.upscale.model = model.to_path_buf();
+        let ml = ml_settings(&config).map_err(|e| format!("{e:#}"))?;
+        let new_label = models::label(&root, &ml.model);
+        let old_label = &self.model_labels[self.model_index];
+        let refuse = |why: String| format!("{new_label}: {why}; still running {old_label}");
+        let patterns = probe_patterns(&self.gpu, &ml, self.renderer.sizes());
+        let ml_patterns = || patterns.iter().filter(|p| p.0 != Pattern::Bilinear);
+        if ml_patterns().all(|p| p.1.is_err()) {
+            return Err(refuse(format!(
+                "no pattern can run it ({})",
+                grouped_reasons(ml_patterns())
+            )));
+        }
+        let current = self.renderer.pattern();
+        if let Some((_, Err(why))) = patterns.iter().find(|p| p.0 == current) {
+            return Err(refuse(format!("{current} cannot run it: {why}")));
+        }
+        self.renderer
+            .switch_model(&self.gpu, ml)
+            .map_err(|e| refuse(format!("{current} failed to start it: {e:#}")))?;
+        self.model_index = match self.models.iter().position(|m| models::same_file(m, model)) {
+            Some(i) => i,
+            None => {
+                self.models.push(model.to_path_buf());
+                self.model_labels.push(models::label(&root, model));
+                self.models.len() - 1
+            }
+        };
+        self.model_cursor = self.model_index;
+        self.config.upscale.model = model.to_path_buf();
+        self.patterns = patterns;
+        Ok(())
+    }
+
     /// The next available pattern after the current one.
     pub fn next_pattern(&self) -> Pattern {
         let current = self.renderer.pattern();
@@ -199,7 +281,9 @@ impl Session {
             pattern: self.renderer.pattern(),
             patterns: &self.patterns,
             sizes: self.renderer.sizes(),
-            model: &self.config.upscale.model.display().to_string(),
+            model: &self.model_labels[self.model_index],
+            models: &self.model_labels,
+            model_index: Some(self.model_index),
             device: &self.gpu.info,
             validation_errors: self.gpu.validation_errors(),
             host_copy_bytes: self.renderer.host_copy_bytes(),
@@ -228,6 +312,11 @@ impl Session {
             Some(Action::SwitchPattern(p)) => self.switch(p),
             Some(Action::SetCompare(side)) => self.set_compare(side),
             Some(Action::SetDivider(d)) => self.renderer.set_divider(d),
+            Some(Action::SwitchModel(i)) => {
+                let model = self.models[i].clone();
+                // The outcome is in the notice; the overlay shows it.
+                let _ = self.switch_model(&model);
+            }
             None => {}
         }
     }
@@ -319,6 +408,61 @@ fn create_gpu(
     ))
 }
 
+/// Each pattern with whether it can run here with `ml` at these sizes (Err: the reason, which
+/// the overlay shows next to the greyed pattern). Loads the model, so not per frame.
+fn probe_patterns(gpu: &Gpu, ml: &MlSettings, sizes: Sizes) -> Vec<(Pattern, Result<(), String>)> {
+    let render = (sizes.render.width, sizes.render.height);
+    let output = (sizes.output.width, sizes.output.height);
+    // cpu-roundtrip and shared-memory load the same model into ONNX Runtime: probe it once.
+    let mut ort_probe: Option<Result<(), String>> = None;
+    let mut patterns = Vec::with_capacity(Pattern::ALL.len());
+    for p in Pattern::ALL {
+        let probe = |p| upscale::probe(p, ml, render, output);
+        let ok = upscale::device_support(gpu, p).and_then(|()| match p {
+            Pattern::CpuRoundtrip | Pattern::SharedMemory => {
+                ort_probe.get_or_insert_with(|| probe(p)).clone()
+            }
+            _ => probe(p),
+        });
+        if let Err(why) = &ok {
+            tracing::info!("{p} unavailable with {}: {why}", ml.model.display());
+        }
+        patterns.push((p, ok));
+    }
+    patterns
+}
+
+/// "a, b: reason; c: other reason": patterns that failed for the same reason named together.
+fn grouped_reasons<'a>(
+    patterns: impl Iterator<Item = &'a (Pattern, Result<(), String>)>,
+) -> String {
+    let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
+    for (p, why) in patterns {
+        let Err(why) = why else { continue };
+        match groups.iter_mut().find(|g| g.1 == why) {
+            Some(g) => g.0.push(p.name()),
+            None => groups.push((vec![p.name()], why)),
+        }
+    }
+    groups
+        .iter()
+        .map(|(names, why)| format!("{}: {why}", names.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The output image must fit the device (the config allows up to `config::MAX_SIZE`).
+pub fn check_device_limit(output: (u32, u32), limit: u32, device: &str) -> anyhow::Result<()> {
+    let (w, h) = output;
+    if w.max(h) > limit {
+        anyhow::bail!(
+            "render.output_width/output_height = {w}x{h}: larger than {device} allows \
+             ({limit} pixels per side); lower the output size in the config"
+        );
+    }
+    Ok(())
+}
+
 /// The ML settings from the config, with paths resolved against the project.
 pub fn ml_settings(config: &Config) -> anyhow::Result<MlSettings> {
     let ort = &config.onnxruntime;
@@ -328,4 +472,36 @@ pub fn ml_settings(config: &Config) -> anyhow::Result<MlSettings> {
         provider: ort.execution_provider.parse()?,
         intra_threads: (ort.intra_threads > 0).then_some(ort.intra_threads),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_output_over_the_device_limit_is_refused() {
+        check_device_limit((4096, 2160), 4096, "Small GPU").unwrap();
+        let e = check_device_limit((4096, 4097), 4096, "Small GPU")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "render.output_width/output_height = 4096x4097: larger than Small GPU allows \
+             (4096 pixels per side); lower the output size in the config"
+        );
+    }
+
+    #[test]
+    fn equal_reasons_are_grouped() {
+        let patterns = [
+            (Pattern::Bilinear, Ok(())),
+            (Pattern::CpuRoundtrip, Err("no runtime".to_string())),
+            (Pattern::SharedMemory, Err("no runtime".to_string())),
+            (Pattern::InStream, Err("bad node".to_string())),
+        ];
+        assert_eq!(
+            grouped_reasons(patterns.iter()),
+            "cpu-roundtrip, shared-memory: no runtime; in-stream: bad node"
+        );
+    }
 }

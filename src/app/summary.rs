@@ -6,9 +6,9 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::Serialize;
 
-use crate::gpu::Gpu;
+use super::session::{Session, SwitchCounts};
+use super::soak::SoakReport;
 use crate::render::stats::Percentiles;
-use crate::render::Renderer;
 
 #[derive(Serialize)]
 pub struct Device {
@@ -57,6 +57,13 @@ pub struct Summary {
     pub bus_bytes: u64,
     /// How the pattern ran (e.g. the shared-memory domain), empty when nothing to say.
     pub pattern_note: String,
+    /// Pattern and model switches asked for during the run, and how many were refused.
+    pub switches: SwitchCounts,
+    /// The last problem shown to the player (a refused switch, ...), if any.
+    pub notice: Option<String>,
+    /// `headless --soak` only: memory, validation and frame-time figures of the long run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soak: Option<SoakReport>,
     /// The compare view at the end of the run, when it was on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compare: Option<CompareSummary>,
@@ -75,7 +82,8 @@ pub struct CompareSummary {
 }
 
 impl Summary {
-    pub fn new(gpu: &Gpu, renderer: &Renderer, model: &str, patterns_used: Vec<String>) -> Self {
+    pub fn new(session: &Session, patterns_used: Vec<String>) -> Self {
+        let (gpu, renderer) = (&session.gpu, &*session.renderer);
         let sizes = renderer.sizes();
         let stages = renderer
             .stats
@@ -107,7 +115,7 @@ impl Summary {
             frames: renderer.frame_number(),
             pattern: renderer.pattern().name().into(),
             patterns_used,
-            model: model.into(),
+            model: session.model_label(),
             device: Device {
                 name: gpu.info.name.clone(),
                 driver: gpu.info.driver.clone(),
@@ -134,6 +142,9 @@ impl Summary {
                     psnr_y_right: psnr.and_then(|p| p.right_y),
                 }
             }),
+            switches: session.switches,
+            notice: session.notice.clone(),
+            soak: None,
         }
     }
 

@@ -170,12 +170,7 @@ impl ApplicationHandler for App {
         if let Some(path) = &self.args.summary {
             let _ = r.session.renderer.wait_all(&r.session.gpu);
             let used = vec![r.session.renderer.pattern().name().to_string()];
-            let summary = Summary::new(
-                &r.session.gpu,
-                &r.session.renderer,
-                &r.session.model_label(),
-                used,
-            );
+            let summary = Summary::new(&r.session, used);
             if let Err(e) = summary.write(path) {
                 self.error = Some(e);
             }
@@ -247,6 +242,11 @@ impl Running {
                 self.session.switch(next);
             }
             KeyCode::KeyV => self.session.toggle_compare(),
+            KeyCode::KeyM => {
+                let next = self.session.next_model();
+                // Refused switches keep the current model; the overlay shows why.
+                let _ = self.session.switch_model(&next);
+            }
             KeyCode::F12 => self.screenshot = true,
             KeyCode::KeyR => self.session.world.restart(),
             KeyCode::Escape => event_loop.exit(),

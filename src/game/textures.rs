@@ -64,14 +64,14 @@ pub enum TextureError {
         width: u32,
         height: u32,
     },
-    #[error("{}: cannot read PNG: {source} ({REGEN_HINT})", path.display())]
-    Read { path: PathBuf, source: ImageError },
-    #[error("{}: cannot write PNG: {source} (check that the directory is writable)", path.display())]
-    Write { path: PathBuf, source: ImageError },
-    #[error("{}: cannot create file or directory: {source} (check that the path is writable)", path.display())]
+    #[error("{}: cannot read PNG: {error} ({REGEN_HINT})", path.display())]
+    Read { path: PathBuf, error: ImageError },
+    #[error("{}: cannot write PNG: {error} (check that the directory is writable)", path.display())]
+    Write { path: PathBuf, error: ImageError },
+    #[error("{}: cannot create file or directory: {error} (check that the path is writable)", path.display())]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -90,13 +90,13 @@ pub fn generate(layer: Layer) -> RgbaImage {
 pub fn write_all(dir: &Path) -> Result<(), TextureError> {
     std::fs::create_dir_all(dir).map_err(|source| TextureError::Io {
         path: dir.to_path_buf(),
-        source,
+        error: source,
     })?;
     for layer in Layer::ALL {
         let path = dir.join(layer.file_name());
         let io_err = |source| TextureError::Io {
             path: path.clone(),
-            source,
+            error: source,
         };
         let file = File::create(&path).map_err(io_err)?;
         // Best compression keeps the committed PNGs small; it only costs time
@@ -110,7 +110,7 @@ pub fn write_all(dir: &Path) -> Result<(), TextureError> {
             .write_with_encoder(encoder)
             .map_err(|source| TextureError::Write {
                 path: path.clone(),
-                source,
+                error: source,
             })?;
     }
     Ok(())
@@ -133,7 +133,7 @@ fn load(path: &Path) -> Result<RgbaImage, TextureError> {
         }
         source => TextureError::Read {
             path: path.to_path_buf(),
-            source,
+            error: source,
         },
     })?;
     if img.width() != SIZE || img.height() != SIZE {

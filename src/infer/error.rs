@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 #[derive(thiserror::Error, Debug)]
 pub enum InferError {
-    #[error("model {}: cannot read it: {source}", path.display())]
+    #[error("model {}: cannot read it: {error}", path.display())]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("model {file}: not a valid ONNX protobuf ({reason}); check that the file is a complete .onnx model")]
     Parse { file: String, reason: String },

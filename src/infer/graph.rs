@@ -40,7 +40,7 @@ impl Graph {
     pub fn load(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).map_err(|source| InferError::Io {
             path: path.to_path_buf(),
-            source,
+            error: source,
         })?;
         Self::from_bytes(&bytes, &path.display().to_string())
     }

@@ -25,9 +25,18 @@ pub use plan::Plan;
 /// Loads an image upscaler and plans it for a `width`×`height` render size (input
 /// [1, 3, height, width]); no GPU work, so it doubles as the pattern's start-up probe.
 pub fn plan_upscaler(path: &Path, width: u32, height: u32) -> Result<Plan> {
-    let graph = Graph::load(path)?;
-    let shape = plan::image_input_shape(&graph, height as usize, width as usize)?;
-    let plan = Plan::new(&graph, &[shape])?;
+    plan_graph(&Graph::load(path)?, width, height)
+}
+
+/// [`plan_upscaler`] for a model already in memory (`file` names it in messages): everything
+/// untrusted model bytes reach before the GPU does, and so what `fuzz/` fuzzes.
+pub fn plan_from_bytes(bytes: &[u8], file: &str, width: u32, height: u32) -> Result<Plan> {
+    plan_graph(&Graph::from_bytes(bytes, file)?, width, height)
+}
+
+fn plan_graph(graph: &Graph, width: u32, height: u32) -> Result<Plan> {
+    let shape = plan::image_input_shape(graph, height as usize, width as usize)?;
+    let plan = Plan::new(graph, &[shape])?;
     if plan.outputs.len() != 1 {
         return Err(InferError::Graph {
             file: plan.file.clone(),

@@ -3,9 +3,14 @@
 
 use super::ops::depth_to_space::Mode;
 
+/// The product of `dims`, None on overflow (reshape targets are the model's numbers).
+fn product(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
 /// A Reshape target with ONNX's 0 (copy the input dim) and -1 (infer) resolved.
 pub fn reshape_target(input: &[usize], target: &[i64]) -> Option<Vec<usize>> {
-    let total: usize = input.iter().product();
+    let total = product(input)?;
     let mut out = Vec::with_capacity(target.len());
     let mut infer = None;
     for (i, &t) in target.iter().enumerate() {
@@ -19,14 +24,14 @@ pub fn reshape_target(input: &[usize], target: &[i64]) -> Option<Vec<usize>> {
             _ => return None,
         }
     }
-    let known: usize = out.iter().product();
+    let known = product(&out)?;
     if let Some(i) = infer {
         if known == 0 || !total.is_multiple_of(known) {
             return None;
         }
         out[i] = total / known;
     }
-    (out.iter().product::<usize>() == total).then_some(out)
+    (product(&out)? == total).then_some(out)
 }
 
 /// (block size, mode) when `x` → Reshape(`s1`) → Transpose(`perm`) → Reshape(`s2`) equals
@@ -39,17 +44,18 @@ pub fn recognise(x: &[usize], s1: &[i64], perm: &[i64], s2: &[i64]) -> Option<(u
         [0, 3, 4, 1, 5, 2] if mid[1] == mid[2] => (mid[1], Mode::Dcr),
         _ => return None,
     };
-    let depth = c.checked_div(block * block)?;
+    let square = block.checked_mul(block)?;
+    let depth = c.checked_div(square)?;
     let expected_mid = match mode {
         Mode::Crd => [n, depth, block, block, h, w],
         Mode::Dcr => [n, block, block, depth, h, w],
     };
-    if block < 1 || depth * block * block != c || mid != expected_mid {
+    if block < 1 || depth.checked_mul(square)? != c || mid != expected_mid {
         return None;
     }
     let transposed = [n, depth, h, block, w, block];
     let out = reshape_target(&transposed, s2)?;
-    (out == [n, depth, h * block, w * block]).then_some((block, mode))
+    (out == [n, depth, h.checked_mul(block)?, w.checked_mul(block)?]).then_some((block, mode))
 }
 
 #[cfg(test)]
@@ -66,6 +72,9 @@ mod tests {
         assert_eq!(reshape_target(&[1, 12, 7, 5], &[1, 8, -1]), None);
         assert_eq!(reshape_target(&[1, 12, 7, 5], &[1, 5, 5]), None);
         assert_eq!(reshape_target(&[1, 12], &[-1, -1]), None);
+        // Targets whose product overflows (fuzz finding 2) are no match, not a panic.
+        assert_eq!(reshape_target(&[1, 12], &[1 << 40, 1 << 40, -1]), None);
+        assert_eq!(reshape_target(&[1, 12], &[1 << 40, 1 << 40, 1 << 40]), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use super::error::{InferError, Result};
 use super::graph::{node_error, Attrs, Dim, Graph};
 use super::ops::{self, Arg, Built, Fused, NodeCtx, Op, TensorId};
 use super::pixel_shuffle;
+use super::tensor;
 
 #[derive(Clone, Debug)]
 pub struct TensorInfo {
@@ -175,6 +176,13 @@ impl<'g> Builder<'g> {
                         Dim::Fixed(v) => *v == s,
                         Dim::Symbolic(name) => *symbols.entry(name).or_insert(s) == s,
                     }));
+            let size = tensor::element_count(shape).and_then(|n| match n {
+                0 => Err(format!("shape {shape:?} is empty")),
+                n => Ok(n),
+            });
+            if let Err(why) = size {
+                return Err(self.graph_err(format!("input \"{}\": {why}", input.name)));
+            }
             if !fits {
                 return Err(self.graph_err(format!(
                     "input \"{}\" declared as {:?} cannot take shape {shape:?}",
@@ -293,7 +301,7 @@ impl<'g> Builder<'g> {
                 let ctx = self.ctx(node, outputs, fusion.map(|f| f.1));
                 ops::build(&ctx, index)?
             };
-            self.place(built);
+            self.place(built)?;
         }
         Ok(())
     }
@@ -305,11 +313,27 @@ impl<'g> Builder<'g> {
             .collect()
     }
 
-    fn place(&mut self, built: Built) {
+    /// Records the op and its output shapes, which must be non-empty and within
+    /// [`tensor::MAX_ELEMENTS`]: the ops after it do shape arithmetic on them.
+    fn place(&mut self, built: Built) -> Result<()> {
+        for (&id, shape) in built.op.io().outputs.iter().zip(&built.shapes) {
+            let count = tensor::element_count(shape);
+            if count.as_ref().map_or(true, |&n| n == 0) {
+                let why = count
+                    .err()
+                    .unwrap_or_else(|| format!("shape {shape:?} is empty"));
+                return Err(self.graph_err(format!(
+                    "{}: output \"{}\": {why}",
+                    built.op.label(),
+                    self.tensors[id].name
+                )));
+            }
+        }
         for (&id, shape) in built.op.io().outputs.iter().zip(built.shapes) {
             self.tensors[id].shape = shape;
         }
         self.ops.push(built.op);
+        Ok(())
     }
 
     /// Reshape → Transpose → Reshape that is a pixel shuffle becomes one DepthToSpace; any

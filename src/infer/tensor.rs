@@ -5,6 +5,31 @@ use onnx_protobuf::tensor_proto::DataType;
 use onnx_protobuf::TensorProto;
 use protobuf::Enum as _;
 
+/// The most elements a tensor (runtime or constant) and a dimension may have: 2^28, 1 GiB of
+/// float32, far above any upscaler's activations (quality_x2's widest at 1920x1080 is 66 M).
+/// Shapes within it keep every size, count and index the shaders get inside u32, and the
+/// planner's shape arithmetic (a product of two sizes, a size plus pads) inside usize.
+pub const MAX_ELEMENTS: usize = 1 << 28;
+
+/// The element count of `shape`, or why the engine will not plan it: a dimension or the
+/// product over [`MAX_ELEMENTS`] (a model asking for that much is broken or hostile).
+pub fn element_count(shape: &[usize]) -> Result<usize, String> {
+    let too_big = || format!("shape {shape:?} is larger than the engine's limit of 2^28 elements");
+    shape.iter().try_fold(1usize, |n, &d| {
+        (d <= MAX_ELEMENTS)
+            .then(|| n.checked_mul(d))
+            .flatten()
+            .filter(|&n| n <= MAX_ELEMENTS)
+            .ok_or_else(too_big)
+    })
+}
+
+/// [`element_count`] for push constants.
+pub fn element_count_u32(shape: &[usize]) -> Result<u32, String> {
+    // MAX_ELEMENTS < u32::MAX, so the conversion cannot fail once the count is in range.
+    element_count(shape).map(|n| n as u32)
+}
+
 /// A constant folded at load time. Float tensors keep `f32` values; integer tensors (shapes,
 /// sizes, axes) also keep their exact `i64` values.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,7 +65,7 @@ pub fn from_proto(t: &TensorProto) -> Result<Const, String> {
         .iter()
         .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
         .collect::<Result<Vec<_>, _>>()?;
-    let count: usize = shape.iter().product();
+    let count = element_count(&shape).map_err(|e| format!("tensor \"{}\": {e}", t.name))?;
     if !t.external_data.is_empty() {
         return Err(format!(
             "tensor \"{}\" uses external data, which the engine does not load; save the model with weights inside",
@@ -121,6 +146,35 @@ mod tests {
         typed.data_type = DataType::FLOAT as i32;
         typed.float_data = vec![1.5, 2.5];
         assert_eq!(from_proto(&typed).unwrap().data, vec![1.5, 2.5]);
+    }
+
+    #[test]
+    fn sizes_over_the_limit_are_errors_not_overflows() {
+        assert_eq!(element_count(&[1, 3, 90, 160]), Ok(3 * 90 * 160));
+        assert_eq!(element_count(&[]), Ok(1));
+        assert_eq!(element_count(&[0, 5]), Ok(0));
+        for shape in [
+            &[MAX_ELEMENTS + 1][..],
+            &[0, usize::MAX],
+            &[1 << 20, 1 << 20],
+            &[1 << 40, 1 << 40, 1 << 40],
+        ] {
+            let e = element_count(shape).unwrap_err();
+            assert!(
+                e.ends_with("larger than the engine's limit of 2^28 elements"),
+                "{e}"
+            );
+        }
+        // A header declaring a huge shape over no data: an error, not a multiply overflow.
+        let mut t = TensorProto::new();
+        t.name = "w".into();
+        t.dims = vec![1 << 40, 1 << 40];
+        t.data_type = DataType::FLOAT as i32;
+        let e = from_proto(&t).unwrap_err();
+        assert!(
+            e.starts_with("tensor \"w\": shape [1099511627776, 1099511627776]"),
+            "{e}"
+        );
     }
 
     #[test]

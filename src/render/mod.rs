@@ -257,6 +257,29 @@ impl Renderer {
         self.divider = divider.clamp(0.0, 1.0);
     }
 
+    /// Runs the current pattern on another model (`ml`). The new upscaler is built before the
+    /// old one is retired, so on failure nothing changes and the previous model keeps running.
+    /// Bilinear uses no model: it only remembers the settings for the next ML pattern.
+    pub fn switch_model(&mut self, gpu: &Gpu, ml: MlSettings) -> anyhow::Result<()> {
+        let pattern = self.upscaler.pattern();
+        if pattern != Pattern::Bilinear {
+            let new = upscale::create(gpu, pattern, &ml, &self.targets.color, &self.output)?;
+            let old = std::mem::replace(&mut self.upscaler, new);
+            let last_slot = self.last_slot();
+            self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
+        }
+        tracing::info!("model: {}", ml.model.display());
+        self.ml = ml;
+        // A second ML upscaler on the compare view's right side follows the model too.
+        if let Some(side @ CompareSide::Pattern(Pattern::InStream)) = self.compare_side() {
+            self.set_compare(gpu, None)?;
+            if let Err(e) = self.set_compare(gpu, Some(side)) {
+                tracing::warn!("compare view off: {side} cannot run the new model: {e:#}");
+            }
+        }
+        Ok(())
+    }
+
     fn last_slot(&self) -> usize {
         (self.frame_number + FRAMES_IN_FLIGHT as u64 - 1) as usize % FRAMES_IN_FLIGHT
     }

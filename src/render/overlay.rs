@@ -28,6 +28,9 @@ pub struct OverlayModel<'a> {
     pub patterns: &'a [(Pattern, Result<(), String>)],
     pub sizes: Sizes,
     pub model: &'a str,
+    /// The model picker's entries (short names) and the current one's index, if listed.
+    pub models: &'a [String],
+    pub model_index: Option<usize>,
     pub device: &'a DeviceInfo,
     pub validation_errors: u32,
     pub host_copy_bytes: u64,
@@ -58,6 +61,8 @@ pub enum Action {
     /// Compare view on with this right side, or off.
     SetCompare(Option<CompareSide>),
     SetDivider(f32),
+    /// An index into [`OverlayModel::models`].
+    SwitchModel(usize),
 }
 
 pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Option<Action> {
@@ -92,7 +97,9 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
                 model.sizes.output.width,
                 model.sizes.output.height
             ));
-            ui.small(format!("model: {}", model.model));
+            if let Some(i) = model_picker(ui, model) {
+                action = Some(Action::SwitchModel(i));
+            }
             ui.small(format!(
                 "GPU: {} ({})",
                 model.device.name, model.device.driver
@@ -111,8 +118,8 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
                 ui.label(RichText::new(notice).color(Color32::from_rgb(255, 170, 60)));
             }
             ui.small(
-                "F1 overlay · P next pattern · V compare (drag to move) · F12 screenshot · \
-                 R restart · RMB look",
+                "F1 overlay · P next pattern · M next model · V compare (drag to move) · \
+                 F12 screenshot · R restart · RMB look",
             );
         });
     action
@@ -304,6 +311,27 @@ fn draw_divider(ctx: &egui::Context, model: &OverlayModel, view: &CompareView) {
         painter.rect_filled(r.expand(3.0), 3.0, bg);
         painter.galley(r.min, galley, Color32::WHITE);
     }
+}
+
+/// A combo of the listed models; picking one that cannot run leaves the current model running
+/// and puts the reason in the notice.
+fn model_picker(ui: &mut egui::Ui, model: &OverlayModel) -> Option<usize> {
+    let mut picked = None;
+    ui.horizontal(|ui| {
+        ui.small("model");
+        egui::ComboBox::from_id_salt("model picker")
+            .selected_text(RichText::new(model.model).small())
+            .width(260.0)
+            .show_ui(ui, |ui| {
+                for (i, name) in model.models.iter().enumerate() {
+                    let current = model.model_index == Some(i);
+                    if ui.selectable_label(current, name).clicked() && !current {
+                        picked = Some(i);
+                    }
+                }
+            });
+    });
+    picked
 }
 
 fn draw_hud(ctx: &egui::Context, hud: &Hud) {

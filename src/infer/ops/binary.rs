@@ -5,6 +5,7 @@ use super::{Arg, Built, Io, NodeCtx, Op, Recorder};
 use crate::gpu::{Buffer, Gpu};
 use crate::infer::error::Result;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
+use crate::infer::tensor::element_count_u32;
 use crate::shader;
 
 const SHADER: Shader = Shader {
@@ -108,12 +109,12 @@ impl Binary {
         }
         let mut dims = [1usize; 4];
         dims[4 - out.len()..].copy_from_slice(&out);
-        let count: usize = out.iter().product();
+        let count = element_count_u32(&out).map_err(|e| ctx.err(e))?;
         let push = Push {
             dims: dims.map(|d| d as u32),
             a_strides: broadcast_strides(&shapes[0]),
             b_strides: broadcast_strides(&shapes[1]),
-            count: count as u32,
+            count,
             _pad: [0; 3],
         };
         let op = Binary {

@@ -5,6 +5,7 @@ use super::{Built, Io, NodeCtx, Op, Recorder};
 use crate::gpu::Gpu;
 use crate::infer::error::Result;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
+use crate::infer::tensor::element_count_u32;
 use crate::shader;
 
 const SHADER: Shader = Shader {
@@ -49,22 +50,20 @@ fn plan(shapes: &[Vec<usize>], axis: i64) -> std::result::Result<(Vec<usize>, Ve
         }
         out[a] += s[a];
     }
-    let inner: usize = out[a + 1..].iter().product();
+    let inner = element_count_u32(&out[a + 1..])?;
+    let axis_out = element_count_u32(&out[a..=a])?;
     let mut offset = 0;
-    let pushes = shapes
-        .iter()
-        .map(|s| {
-            let p = Push {
-                axis_in: s[a] as u32,
-                axis_out: out[a] as u32,
-                offset: offset as u32,
-                inner: inner as u32,
-                count: s.iter().product::<usize>() as u32,
-            };
-            offset += s[a];
-            p
-        })
-        .collect();
+    let mut pushes = Vec::with_capacity(shapes.len());
+    for s in shapes {
+        pushes.push(Push {
+            axis_in: s[a] as u32,
+            axis_out,
+            offset,
+            inner,
+            count: element_count_u32(s)?,
+        });
+        offset += s[a] as u32;
+    }
     Ok((out, pushes))
 }
 

@@ -8,6 +8,7 @@ use crate::gpu::{Buffer, Gpu};
 use crate::infer::error::Result;
 use crate::infer::graph::Attrs;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
+use crate::infer::tensor::MAX_ELEMENTS;
 use crate::shader;
 
 const TILE_W: usize = 16;
@@ -72,6 +73,9 @@ impl Geometry {
             }
         };
         let kernel = [w[2], w[3]];
+        if kernel.contains(&0) || w[0] == 0 {
+            return Err(attrs.err(format!("weight {w:?} is empty")));
+        }
         if let Some(k) = attrs.ints("kernel_shape")? {
             if k != [w[2] as i64, w[3] as i64] {
                 return Err(attrs.err(format!(
@@ -90,10 +94,12 @@ impl Geometry {
         let auto_pad = attrs.string("auto_pad", "NOTSET")?;
         let pads = match attrs.ints("pads")? {
             None => [0; 4],
-            Some(p) if p.len() == 4 && p.iter().all(|&v| v >= 0) => {
+            Some(p)
+                if p.len() == 4 && p.iter().all(|&v| (0..=MAX_ELEMENTS as i64).contains(&v)) =>
+            {
                 [p[0] as usize, p[1] as usize, p[2] as usize, p[3] as usize]
             }
-            Some(p) => return Err(attrs.err(format!("pads {p:?} needs 4 non-negative values"))),
+            Some(p) => return Err(attrs.err(format!("pads {p:?} needs 4 values in 0..=2^28"))),
         };
         let mut out = [0; 2];
         let mut pad = [0; 2];
@@ -181,9 +187,11 @@ fn axis(
     Ok((begin, (padded - span) / stride + 1))
 }
 
+/// An attribute that counts something (group, stride, dilation): 1..=MAX_ELEMENTS, which keeps
+/// the geometry's products of two sizes inside usize.
 fn positive(attrs: &Attrs, name: &str, v: i64) -> Result<usize> {
-    if v < 1 {
-        return Err(attrs.err(format!("{name} must be positive, got {v}")));
+    if !(1..=MAX_ELEMENTS as i64).contains(&v) {
+        return Err(attrs.err(format!("{name} must be positive (at most 2^28), got {v}")));
     }
     Ok(v as usize)
 }

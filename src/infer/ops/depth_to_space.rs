@@ -5,6 +5,7 @@ use super::{Built, Io, NodeCtx, Op, Recorder, TensorId};
 use crate::gpu::Gpu;
 use crate::infer::error::Result;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
+use crate::infer::tensor::{element_count_u32, MAX_ELEMENTS};
 use crate::shader;
 
 const SHADER: Shader = Shader {
@@ -45,7 +46,8 @@ pub fn output_shape(x: &[usize], block: usize) -> std::result::Result<Vec<usize>
     if x.len() != 4 {
         return Err(format!("input {x:?} is not 4D"));
     }
-    if block == 0 || !x[1].is_multiple_of(block * block) {
+    // block <= MAX_ELEMENTS keeps block² inside usize.
+    if block == 0 || block > MAX_ELEMENTS || !x[1].is_multiple_of(block * block) {
         return Err(format!(
             "{} channels are not a multiple of blocksize² ({block}²)",
             x[1]
@@ -98,7 +100,7 @@ impl DepthToSpace {
             in_h: shape[2] as u32,
             in_w: shape[3] as u32,
             block: block as u32,
-            count: out.iter().product::<usize>() as u32,
+            count: element_count_u32(&out)?,
         };
         let op = DepthToSpace {
             label,

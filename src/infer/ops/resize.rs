@@ -5,7 +5,7 @@ use super::{Built, Io, NodeCtx, Op, Recorder};
 use crate::gpu::Gpu;
 use crate::infer::error::Result;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
-use crate::infer::tensor::Const;
+use crate::infer::tensor::{element_count_u32, Const, MAX_ELEMENTS};
 use crate::shader;
 
 const SHADER: Shader = Shader {
@@ -63,12 +63,27 @@ pub fn geometry(
                     "scales {s:?} resize N or C; only H and W can change"
                 ));
             }
-            let out = [0, 1].map(|a| (x[2 + a] as f32 * s[2 + a]).floor() as usize);
+            // f32 -> usize saturates (NaN to 0): range-check the float first.
+            let size = |a: usize| (x[2 + a] as f64 * s[2 + a] as f64).floor();
+            if ![0, 1]
+                .iter()
+                .all(|&a| (1.0..=MAX_ELEMENTS as f64).contains(&size(a)))
+            {
+                return Err(format!(
+                    "scales {s:?} give no usable output size for input {x:?}"
+                ));
+            }
+            let out = [0, 1].map(|a| size(a) as usize);
             (out, [s[2], s[3]])
         }
         (None, Some(s)) if s.len() == 4 => {
-            if s[0] as usize != x[0] || s[1] as usize != x[1] || s[2] < 1 || s[3] < 1 {
+            let same = |v: i64, d: usize| usize::try_from(v) == Ok(d);
+            if !same(s[0], x[0]) || !same(s[1], x[1]) {
                 return Err(format!("sizes {s:?} resize N or C (input {x:?})"));
+            }
+            let range = 1..=MAX_ELEMENTS as i64;
+            if !range.contains(&s[2]) || !range.contains(&s[3]) {
+                return Err(format!("sizes {s:?} are not usable output sizes"));
             }
             let out = [s[2] as usize, s[3] as usize];
             (out, [0, 1].map(|a| out[a] as f32 / x[2 + a] as f32))
@@ -156,7 +171,7 @@ impl Resize {
             out_w: out[1] as u32,
             scale_h: scale[0],
             scale_w: scale[1],
-            count: out_shape.iter().product::<usize>() as u32,
+            count: element_count_u32(&out_shape).map_err(|e| ctx.err(e))?,
         };
         let op = Resize {
             label: ctx.label(index),

@@ -42,7 +42,7 @@ pub enum ModelError {
     #[error("model file {} does not exist; check the model path in the config", .0.display())]
     NotFound(PathBuf),
     #[error(
-        "model {}: ONNX Runtime cannot load it: {reason}; check that the file is a complete .onnx model", path.display()
+        "model {}: ONNX Runtime cannot load it: {reason}; check that the file is a complete .onnx model made of standard ONNX operators", path.display()
     )]
     Invalid { path: PathBuf, reason: String },
     #[error(
@@ -156,9 +156,10 @@ impl OrtModel {
             return Err(ModelError::NotFound(path.to_path_buf()));
         }
         let (env, rt) = runtime::environment()?;
+        // ORT's messages may end in a newline; the advice follows after a semicolon.
         let invalid = |reason: String| ModelError::Invalid {
             path: path.to_path_buf(),
-            reason,
+            reason: reason.trim_end().to_string(),
         };
         let unavailable = |reason: String| ModelError::ProviderUnavailable {
             model: path.to_path_buf(),

@@ -1,13 +1,15 @@
 //! `config.toml`: every key, its default and its checks. A bad value is an error that names the
 //! file, the key, the value and what is allowed.
 
+mod keys;
+
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::upscale::Pattern;
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub window: WindowConfig,
@@ -18,7 +20,7 @@ pub struct Config {
     pub game: GameConfig,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WindowConfig {
     pub width: u32,
@@ -26,7 +28,7 @@ pub struct WindowConfig {
     pub vsync: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RenderConfig {
     pub output_width: u32,
@@ -37,14 +39,14 @@ pub struct RenderConfig {
     pub render_height: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UpscaleConfig {
     pub pattern: String,
     pub model: PathBuf,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrtConfig {
     /// Empty: env ORT_DYLIB_PATH, then `.deps/onnxruntime/`, then the system library.
@@ -54,7 +56,7 @@ pub struct OrtConfig {
     pub intra_threads: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GpuConfig {
     /// Empty: the best device; else an index or part of the device name.
@@ -72,7 +74,7 @@ impl Default for GpuConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GameConfig {
     pub seed: u64,
@@ -131,10 +133,10 @@ impl Default for GameConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{path}: cannot read the config file: {source}. Pass another with --config PATH")]
+    #[error("{path}: cannot read the config file: {error}. Pass another with --config PATH")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
@@ -154,15 +156,21 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
-            source,
+            error: source,
         })?;
         Self::parse(&text, path)
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_owned(),
-            message: e.to_string().trim_end().replace('\n', " "),
+        let config: Config = toml::from_str(text).map_err(|e| {
+            let mut message = e.to_string().trim_end().replace('\n', " ");
+            if let Some(hint) = keys::unknown_key_hint(text) {
+                message = format!("{message}; {hint}");
+            }
+            ConfigError::Parse {
+                path: path.to_owned(),
+                message,
+            }
         })?;
         config.validate(path)?;
         Ok(config)
@@ -226,7 +234,11 @@ impl Config {
             _ => {
                 return Err(bad(
                     "render.render_width",
-                    &format!("{:?} / render_height {:?}", r.render_width, r.render_height),
+                    &format!(
+                        "{} / render_height {}",
+                        or_unset(r.render_width),
+                        or_unset(r.render_height)
+                    ),
                     "give both render.render_width and render.render_height, or neither".into(),
                 ))
             }
@@ -255,6 +267,17 @@ impl Config {
         Ok(())
     }
 
+    /// The config with another output size (the command line's `--output-size`), checked as if
+    /// the file had said it; an explicit render size is dropped for `render.scale`'s.
+    pub fn with_output_size(mut self, width: u32, height: u32) -> Result<Self, ConfigError> {
+        self.render.output_width = width;
+        self.render.output_height = height;
+        self.render.render_width = None;
+        self.render.render_height = None;
+        self.validate(Path::new("--output-size"))?;
+        Ok(self)
+    }
+
     pub fn pattern(&self) -> Pattern {
         Pattern::parse(&self.upscale.pattern).expect("validated")
     }
@@ -269,6 +292,10 @@ impl Config {
         };
         (render, output)
     }
+}
+
+fn or_unset(v: Option<u32>) -> String {
+    v.map_or("unset".into(), |v| v.to_string())
 }
 
 #[cfg(test)]
@@ -307,10 +334,81 @@ mod tests {
     }
 
     #[test]
-    fn unknown_key_is_named() {
+    fn unknown_key_is_named_with_the_nearest_known_key() {
         let e = parse("[window]\nwidht = 800").unwrap_err();
-        assert!(e.contains("widht"), "{e}");
-        assert!(e.contains("width"), "lists the allowed keys: {e}");
+        assert!(e.starts_with("test.toml: ") && e.contains("line 2"), "{e}");
+        assert!(e.contains("unknown field `widht`"), "{e}");
+        assert!(
+            e.ends_with("; unknown key `window.widht`: did you mean `window.width`?"),
+            "{e}"
+        );
+        let e = parse("[upscale]\nmodle = \"m.onnx\"").unwrap_err();
+        assert!(e.ends_with("did you mean `upscale.model`?"), "{e}");
+        let e = parse("[rendering]\nscale = 2").unwrap_err();
+        assert!(
+            e.ends_with("unknown section [rendering]: did you mean [render]?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_named() {
+        for (text, line, expected) in [
+            ("[render]\nscale = 2.5", "scale = 2.5", "expected u32"),
+            (
+                "[window]\nvsync = \"yes\"",
+                "vsync = \"yes\"",
+                "expected a boolean",
+            ),
+            ("[render]\noutput_width = -4", "output_width = -4", "u32"),
+            ("[game]\nseed = [1]", "seed = [1]", "expected u64"),
+            ("window = 3", "window = 3", "expected struct WindowConfig"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(line) && e.contains(expected), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn sizes_of_zero_and_over_the_limit_are_refused() {
+        for (text, key) in [
+            ("[window]\nwidth = 0", "window.width = 0"),
+            ("[render]\noutput_height = 0", "render.output_height = 0"),
+            ("[render]\nscale = 0", "render.scale = 0"),
+            (
+                "[render]\noutput_width = 16385",
+                "render.output_width = 16385",
+            ),
+            (
+                "[render]\nrender_width = 0\nrender_height = 90",
+                "render.render_width = 0",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.starts_with(&format!("test.toml: {key}: ")), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_odd_output_size_cannot_be_halved() {
+        let e = parse("[render]\noutput_width = 129\noutput_height = 72").unwrap_err();
+        assert_eq!(
+            e,
+            "test.toml: render.scale = 2: must divide the output size 129x72 exactly \
+             (or set render.render_width and render.render_height)"
+        );
+    }
+
+    #[test]
+    fn output_size_override_is_checked_like_the_file() {
+        let c = parse("").unwrap().with_output_size(128, 72).unwrap();
+        assert_eq!(c.sizes(), ((64, 36), (128, 72)));
+        let e = parse("").unwrap().with_output_size(127, 72).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--output-size: render.scale = 2: must divide the output size 127x72"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -354,7 +452,11 @@ mod tests {
     #[test]
     fn half_given_render_size_is_refused() {
         let e = parse("[render]\nrender_width = 100").unwrap_err();
-        assert!(e.contains("render_height"), "{e}");
+        assert_eq!(
+            e,
+            "test.toml: render.render_width = 100 / render_height unset: \
+             give both render.render_width and render.render_height, or neither"
+        );
     }
 
     #[test]

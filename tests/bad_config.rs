@@ -1,0 +1,138 @@
+//! At start-up a bad config stops the program with the message (exit status 1, no panic):
+//! the whole path from the command line, for each kind of mistake. No GPU needed: the config
+//! is checked before the device is opened.
+
+mod common;
+
+use std::process::Command;
+
+/// Runs `upscale-demo --config <file with text> headless ...`; returns stderr and the file.
+fn run_with(name: &str, text: &str, extra: &[&str]) -> (String, std::path::PathBuf) {
+    let dir = common::out_dir(&format!("bad_config_{name}"));
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(&config, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+        .arg("--config")
+        .arg(&config)
+        .args(["headless", "--frames", "1", "--out"])
+        .arg(&dir)
+        .args(extra)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+    assert!(
+        !dir.join("summary.json").exists(),
+        "{name}: nothing rendered"
+    );
+    (stderr, config)
+}
+
+#[test]
+fn each_kind_of_bad_config_stops_with_its_message() {
+    let cases = [
+        ("malformed", "[window\nwidth = 3", "line 1"),
+        (
+            "unknown_key",
+            "[render]\nouput_width = 640",
+            "unknown key `render.ouput_width`: did you mean `render.output_width`?",
+        ),
+        (
+            "wrong_type",
+            "[window]\nvsync = \"yes\"",
+            "expected a boolean",
+        ),
+        (
+            "zero_size",
+            "[render]\noutput_width = 0",
+            "render.output_width = 0: must be 1..=16384 pixels",
+        ),
+        (
+            "odd_size",
+            "[render]\noutput_width = 641\noutput_height = 360",
+            "render.scale = 2: must divide the output size 641x360 exactly",
+        ),
+        (
+            "too_large",
+            "[render]\noutput_width = 20000",
+            "render.output_width = 20000: must be 1..=16384 pixels",
+        ),
+        (
+            "bad_provider",
+            "[onnxruntime]\nexecution_provider = \"tpu\"",
+            "onnxruntime.execution_provider = \"tpu\": one of: cpu, cuda",
+        ),
+    ];
+    for (name, text, expected) in cases {
+        let (stderr, file) = run_with(name, text, &[]);
+        let prefix = format!("error: {}: ", file.display());
+        assert!(
+            stderr.starts_with(&prefix),
+            "{name}: names the file: {stderr}"
+        );
+        assert!(
+            stderr.contains(expected),
+            "{name}: {expected:?} missing from: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_bad_output_size_on_the_command_line_is_checked_like_the_file() {
+    let (stderr, _) = run_with("cli_size", "", &["--output-size", "127x72"]);
+    assert!(
+        stderr.starts_with(
+            "error: --output-size: render.scale = 2: must divide the output size 127x72"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_config_file_says_how_to_pick_another_once() {
+    let out = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+        .args(["--config", "/nonexistent/upscale.toml", "headless"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "error: /nonexistent/upscale.toml: cannot read the config file: \
+         No such file or directory (os error 2). Pass another with --config PATH"
+    );
+}
+
+/// Command-line numbers that would divide by zero or render nothing are refused up front.
+#[test]
+fn zero_counts_on_the_command_line_are_refused() {
+    for (args, expected) in [
+        (
+            &["--switch-every", "0"][..],
+            "error: --switch-every must be at least 1",
+        ),
+        (&["--frames", "0"][..], "error: --frames must be at least 1"),
+        (
+            &["--soak", "--model-every", "0"][..],
+            "error: --switch-every and --model-every must be at least 1",
+        ),
+        (
+            &["--output-size", "0x72"][..],
+            "error: --output-size: render.output_width = 0: must be 1..=16384 pixels",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+            .arg("headless")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.trim_end().ends_with(expected) && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
