@@ -25,14 +25,14 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/gpu.c
 case "${1:-}" in
 soak-and-train)
     stamp "sweep in the background"
-    BUDGET_S="${BUDGET_S:-220}" bash tools/train/device_sweep.sh start
+    BUDGET_S="${BUDGET_S:-180}" bash tools/train/device_sweep.sh start
     stamp "soak: 3,000 frames, validation on"
     (cd .devrun && UPSCALE_VALIDATION=1 RUST_LOG=warn,upscale_demo::app::soak=info timeout 330 ./upscale-demo \
         --config config.toml headless --soak --frames 3000 --switch-every 30 --model-every 500 \
         --output-size 320x180 --out "$R/soak") > "$R/soak.log" 2>&1
     echo "soak exit $?"; tail -n 25 "$R/soak.log"
     stamp "waiting for the sweep"
-    COLLECT_WAIT_S=$((540 - (SECONDS - start))) OUT="$R" bash tools/train/device_sweep.sh collect
+    COLLECT_WAIT_S=$((480 - (SECONDS - start))) OUT="$R" bash tools/train/device_sweep.sh collect
     tar czf "$OUT/final-a.tgz" -C "$R" . ;;
 bench)
     stamp "PyTorch reference"
@@ -54,7 +54,7 @@ PY
         echo "sweep model benchmarked too: $best"
     fi
     stamp "bench: $models"
-    (cd .devrun && timeout 420 ./upscale-demo --config config.toml bench --models "$models" \
+    (cd .devrun && timeout 330 ./upscale-demo --config config.toml bench --models "$models" \
         --reference "$R/reference.json" --out "$R/bench") 2>&1 | tail -n 60 | tee "$R/bench.log"
     tar czf "$OUT/final-b.tgz" -C "$R" reference.json reference.log bench bench.log gpu.csv ;;
 *)
