@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
+    build_commit();
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("shaders");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("shaders");
     println!("cargo:rerun-if-changed=shaders");
@@ -55,5 +56,26 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
         ) {
             out.push(path);
         }
+    }
+}
+
+/// The commit the program is built from, for reports (`UPSCALE_BUILD_COMMIT`, empty without
+/// git): a binary carried to another machine cannot ask that machine's checkout.
+fn build_commit() {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "HEAD"]).unwrap_or_default();
+    println!("cargo:rustc-env=UPSCALE_BUILD_COMMIT={commit}");
+    // Re-run when HEAD moves (a commit, a checkout); paths that do not exist are ignored.
+    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
+        println!("cargo:rerun-if-changed={dir}/HEAD");
+        println!("cargo:rerun-if-changed={dir}/refs/heads");
+        println!("cargo:rerun-if-changed={dir}/packed-refs");
     }
 }

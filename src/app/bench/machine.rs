@@ -54,8 +54,11 @@ pub fn build_profile() -> &'static str {
     }
 }
 
-/// The commit checked out in `dir` and whether tracked files differ from it; None without git.
+/// The commit this program was built from (see build.rs), and whether the checkout it runs in
+/// has tracked files that differ from that commit (None when it is not a git checkout or is at
+/// another commit, e.g. a binary carried to another machine).
 pub fn git_commit(dir: &Path) -> (Option<String>, Option<bool>) {
+    let built = Some(env!("UPSCALE_BUILD_COMMIT").to_string()).filter(|c| !c.is_empty());
     let git = |args: &[&str]| {
         Command::new("git")
             .arg("-C")
@@ -66,12 +69,12 @@ pub fn git_commit(dir: &Path) -> (Option<String>, Option<bool>) {
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
-    let commit = git(&["rev-parse", "HEAD"]);
-    let dirty = commit
+    let dirty = built
         .as_ref()
+        .filter(|c| git(&["rev-parse", "HEAD"]).as_ref() == Some(*c))
         .and_then(|_| git(&["status", "--porcelain", "--untracked-files=no"]))
         .map(|s| !s.is_empty());
-    (commit, dirty)
+    (built, dirty)
 }
 
 /// Now, UTC, as `2026-12-02T15:51:06Z`.
