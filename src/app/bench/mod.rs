@@ -28,6 +28,7 @@ use super::headless::OffscreenTarget;
 use super::paths;
 use super::session::{ml_settings, Session};
 use crate::game::camera;
+use crate::render::FRAMES_IN_FLIGHT;
 use crate::upscale::Pattern;
 use measure::{Plan, RunKey};
 use report::{BenchReport, ConfigReport, GpuHeader, Header, Resolution, Unavailable};
@@ -56,7 +57,7 @@ pub struct BenchArgs {
 impl BenchArgs {
     /// The defaults: every pattern, the shipped models, both default resolutions, 10 warm-up
     /// and 100 measured frames, PSNR on 3. `quick`: a smoke run that finishes in seconds even
-    /// on a software rasteriser (64x36 → 128x72, 2 warm-up and 5 measured frames, PSNR on 2).
+    /// on a software rasteriser (64x36 → 128x72, 4 warm-up and 5 measured frames, PSNR on 2).
     pub fn new(out: PathBuf, quick: bool) -> anyhow::Result<Self> {
         let resolutions = if quick {
             vec![Resolution::parse("64x36:128x72").map_err(anyhow::Error::msg)?]
@@ -68,7 +69,7 @@ impl BenchArgs {
             patterns: Pattern::ALL.to_vec(),
             models: shipped_models()?,
             resolutions,
-            warmup: if quick { 2 } else { 10 },
+            warmup: if quick { MIN_WARMUP } else { 10 },
             frames: if quick { 5 } else { 100 },
             psnr_frames: if quick { 2 } else { 3 },
             supersample: 3,
@@ -126,8 +127,24 @@ struct Bench<'a> {
     started: Instant,
 }
 
+/// The fewest warm-up frames that keep the measured window out of the start-up transient.
+///
+/// Each run starts with the GPU idle (the previous run's PSNR frames waited for it). Frame k
+/// waits for frame k − `FRAMES_IN_FLIGHT`, so the first `FRAMES_IN_FLIGHT` frames return at
+/// once, and the start-to-start time of frame k ≥ `FRAMES_IN_FLIGHT` + 1 covers the GPU time of
+/// frame k − `FRAMES_IN_FLIGHT` − 1. Frame 0 is also slow (a new upscaler's first dispatches,
+/// first touch of its memory), so the first measured frame must come after frame
+/// `FRAMES_IN_FLIGHT + 1`.
+pub const MIN_WARMUP: u64 = FRAMES_IN_FLIGHT as u64 + 2;
+
 pub fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<BenchReport> {
     anyhow::ensure!(args.frames > 0, "--frames must be at least 1");
+    anyhow::ensure!(
+        args.warmup >= MIN_WARMUP,
+        "--warmup {}: at least {MIN_WARMUP}, or the first measured frames' times still include \
+         filling the {FRAMES_IN_FLIGHT} frames in flight and the run's slow first frame",
+        args.warmup
+    );
     anyhow::ensure!(!args.patterns.is_empty(), "--patterns: give at least one");
     anyhow::ensure!(!args.resolutions.is_empty(), "--res: give at least one");
     for m in &args.models {
