@@ -133,7 +133,7 @@ enum Command {
         /// Comma-separated patterns (default: all four; unavailable ones are reported, not run).
         #[arg(long, value_delimiter = ',', value_parser = parse_pattern)]
         patterns: Option<Vec<Pattern>>,
-        /// Warm-up frames per run, not measured [default: 10].
+        /// Warm-up frames per run, not measured; at least 4 [default: 10].
         #[arg(long)]
         warmup: Option<u64>,
         /// Measured frames per run [default: 100].
@@ -149,7 +149,7 @@ enum Command {
         /// PyTorch reference timings (JSON from tools/reference/) to show beside in-stream.
         #[arg(long)]
         reference: Option<PathBuf>,
-        /// A smoke run: 64x36:128x72, 2 warm-up and 5 measured frames, PSNR on 2 (flags given
+        /// A smoke run: 64x36:128x72, 4 warm-up and 5 measured frames, PSNR on 2 (flags given
         /// explicitly still win).
         #[arg(long)]
         quick: bool,

@@ -27,7 +27,7 @@ fn args(out: &Path, reference: &Path) -> BenchArgs {
     args.models = MODELS.iter().map(|m| manifest(m)).collect();
     // 48x27 → 128x72 is not a ×2: the ML patterns must be listed as not run there.
     args.resolutions = bench::parse_resolutions("64x36:128x72,48x27:128x72").unwrap();
-    args.warmup = 2;
+    args.warmup = 4;
     args.frames = 5;
     args.psnr_frames = 2;
     args.supersample = 2;
@@ -70,6 +70,18 @@ fn quality_bilinear_psnr(config: &Config, res: &Resolution, frames: &[u64], ss: 
 
 fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
+}
+
+#[test]
+fn bench_refuses_a_warmup_that_leaves_the_pipeline_filling() {
+    let out = common::out_dir("bench_short_warmup");
+    let mut args = args(&out, &write_reference(&out));
+    args.warmup = 2;
+    let e = format!(
+        "{:#}",
+        bench::run(&common::small_config(), &args).unwrap_err()
+    );
+    assert!(e.contains("--warmup 2: at least 4"), "{e}");
 }
 
 #[test]
@@ -136,7 +148,7 @@ fn check_header(json: &Value) {
     assert!(["debug", "release"].contains(&h["build_profile"].as_str().unwrap()));
     assert!(h.get("git_commit").is_some());
     assert_eq!(h["validation_enabled"], common::expect_validation());
-    assert_eq!(json["config"]["psnr_frames"], serde_json::json!([2, 6]));
+    assert_eq!(json["config"]["psnr_frames"], serde_json::json!([4, 8]));
     assert_eq!(json["complete"], true);
 }
 

@@ -9,8 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use indicatif::ProgressBar;
-
+use super::progress::Progress;
 use super::report::{FramePsnr, NamedStage, PsnrReport, Resolution, RunReport};
 use crate::app::headless::{render_scripted, OffscreenTarget};
 use crate::app::quality::metrics;
@@ -65,27 +64,25 @@ pub fn run(
     target: &OffscreenTarget,
     key: RunKey,
     plan: &Plan,
-    bar: &ProgressBar,
+    progress: &mut Progress,
 ) -> anyhow::Result<RunReport> {
     let started = Instant::now();
     let label = key.label();
+    progress.message(&format!("{label} · warm-up"));
     for n in 0..plan.warmup {
-        bar.set_message(format!("{label} · warm-up {}/{}", n + 1, plan.warmup));
         render_scripted(s, egui_ctx, target, n, false)?;
-        bar.inc(1);
+        progress.frame_done(&format!("{label} · warm-up {}/{}", n + 1, plan.warmup));
     }
     // A fresh window: records of warm-up frames, and their GPU spans still in flight, are dropped.
     s.renderer.stats = Stats::new(plan.frames.max(1) as usize);
     for i in 0..plan.frames {
-        bar.set_message(format!("{label} · frame {}/{}", i + 1, plan.frames));
         render_scripted(s, egui_ctx, target, plan.warmup + i, false)?;
-        bar.inc(1);
+        progress.frame_done(&format!("{label} · frame {}/{}", i + 1, plan.frames));
     }
     s.renderer.wait_all(&s.gpu)?;
     let mut report = collect(s, key, plan)?;
     let mut scores = Vec::with_capacity(plan.native.len());
     for (i, (frame, native)) in plan.native.iter().enumerate() {
-        bar.set_message(format!("{label} · PSNR {}/{}", i + 1, plan.native.len()));
         render_scripted(s, egui_ctx, target, *frame, true)?;
         s.renderer.wait_all(&s.gpu)?;
         let upscaled = target.output_image(&s.gpu)?;
@@ -94,7 +91,7 @@ pub fn run(
             psnr_y: metrics::psnr_y(&upscaled, native),
             psnr_rgb: metrics::psnr_rgb(&upscaled, native),
         });
-        bar.inc(1);
+        progress.frame_done(&format!("{label} · PSNR {}/{}", i + 1, plan.native.len()));
     }
     report.psnr = psnr_report(scores);
     report.elapsed_s = started.elapsed().as_secs_f64();

@@ -11,16 +11,16 @@
 mod machine;
 pub mod measure;
 mod plot;
+mod progress;
 pub mod reference;
 pub mod report;
 mod table;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context as _;
 use ash::vk;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::config::Config;
 use super::frames::FrameSource;
@@ -28,8 +28,10 @@ use super::headless::OffscreenTarget;
 use super::paths;
 use super::session::{ml_settings, Session};
 use crate::game::camera;
+use crate::render::FRAMES_IN_FLIGHT;
 use crate::upscale::Pattern;
 use measure::{Plan, RunKey};
+use progress::{Planned, Progress};
 use report::{BenchReport, ConfigReport, GpuHeader, Header, Resolution, Unavailable};
 
 pub const DEFAULT_RESOLUTIONS: &str = "960x540:1920x1080,640x360:1280x720";
@@ -56,7 +58,7 @@ pub struct BenchArgs {
 impl BenchArgs {
     /// The defaults: every pattern, the shipped models, both default resolutions, 10 warm-up
     /// and 100 measured frames, PSNR on 3. `quick`: a smoke run that finishes in seconds even
-    /// on a software rasteriser (64x36 → 128x72, 2 warm-up and 5 measured frames, PSNR on 2).
+    /// on a software rasteriser (64x36 → 128x72, 4 warm-up and 5 measured frames, PSNR on 2).
     pub fn new(out: PathBuf, quick: bool) -> anyhow::Result<Self> {
         let resolutions = if quick {
             vec![Resolution::parse("64x36:128x72").map_err(anyhow::Error::msg)?]
@@ -68,7 +70,7 @@ impl BenchArgs {
             patterns: Pattern::ALL.to_vec(),
             models: shipped_models()?,
             resolutions,
-            warmup: if quick { 2 } else { 10 },
+            warmup: if quick { MIN_WARMUP } else { 10 },
             frames: if quick { 5 } else { 100 },
             psnr_frames: if quick { 2 } else { 3 },
             supersample: 3,
@@ -122,12 +124,30 @@ fn config_for(base: &Config, res: &Resolution) -> Config {
 struct Bench<'a> {
     args: &'a BenchArgs,
     report: BenchReport,
-    bar: ProgressBar,
+    progress: Progress,
+    /// Index of the next run in the plan the progress bar was given (run or skipped).
+    next_run: usize,
     started: Instant,
 }
 
+/// The fewest warm-up frames that keep the measured window out of the start-up transient.
+///
+/// Each run starts with the GPU idle (the previous run's PSNR frames waited for it). Frame k
+/// waits for frame k − `FRAMES_IN_FLIGHT`, so the first `FRAMES_IN_FLIGHT` frames return at
+/// once, and the start-to-start time of frame k ≥ `FRAMES_IN_FLIGHT` + 1 covers the GPU time of
+/// frame k − `FRAMES_IN_FLIGHT` − 1. Frame 0 is also slow (a new upscaler's first dispatches,
+/// first touch of its memory), so the first measured frame must come after frame
+/// `FRAMES_IN_FLIGHT + 1`.
+pub const MIN_WARMUP: u64 = FRAMES_IN_FLIGHT as u64 + 2;
+
 pub fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<BenchReport> {
     anyhow::ensure!(args.frames > 0, "--frames must be at least 1");
+    anyhow::ensure!(
+        args.warmup >= MIN_WARMUP,
+        "--warmup {}: at least {MIN_WARMUP}, or the first measured frames' times still include \
+         filling the {FRAMES_IN_FLIGHT} frames in flight and the run's slow first frame",
+        args.warmup
+    );
     anyhow::ensure!(!args.patterns.is_empty(), "--patterns: give at least one");
     anyhow::ensure!(!args.resolutions.is_empty(), "--res: give at least one");
     for m in &args.models {
@@ -146,13 +166,14 @@ pub fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<BenchReport> {
     let mut bench = Bench {
         args,
         report: new_report(config, args),
-        bar: progress_bar(args),
+        progress: Progress::new(plan(args), args.progress),
+        next_run: 0,
         started: Instant::now(),
     };
     for res in &args.resolutions {
         bench.resolution(config, res)?;
     }
-    bench.bar.finish_and_clear();
+    bench.progress.bar.finish_and_clear();
     let mut report = bench.report;
     if let Some((path, file)) = &reference {
         report.reference = Some(reference::compare(path, file, &report.runs));
@@ -224,31 +245,45 @@ fn frames_per_run(args: &BenchArgs) -> u64 {
         + measure::psnr_frames(args.warmup, args.frames, args.psnr_frames).len() as u64
 }
 
-/// Runs per resolution if every pattern turns out to be available.
-fn runs_per_resolution(args: &BenchArgs) -> u64 {
-    let ml = args
-        .patterns
-        .iter()
-        .filter(|p| **p != Pattern::Bilinear)
-        .count() as u64;
-    let bilinear = args.patterns.contains(&Pattern::Bilinear) as u64;
-    bilinear + ml * args.models.len() as u64
+/// One session per entry: the models, or one model-less session when there are none.
+fn model_slots(args: &BenchArgs) -> Vec<Option<&PathBuf>> {
+    if args.models.is_empty() {
+        vec![None]
+    } else {
+        args.models.iter().map(Some).collect()
+    }
 }
 
-fn progress_bar(args: &BenchArgs) -> ProgressBar {
-    if !args.progress {
-        return ProgressBar::hidden();
+/// The patterns the session of the `index`-th model slot runs: bilinear in the first only.
+fn patterns_for(args: &BenchArgs, index: usize, model: Option<&PathBuf>) -> Vec<Pattern> {
+    args.patterns
+        .iter()
+        .copied()
+        .filter(|&p| match p {
+            Pattern::Bilinear => index == 0,
+            _ => model.is_some(),
+        })
+        .collect()
+}
+
+/// Every run in the order the bench makes them, as if every pattern were available.
+fn plan(args: &BenchArgs) -> Vec<Planned> {
+    let mut plan = Vec::new();
+    for res in &args.resolutions {
+        for (i, model) in model_slots(args).into_iter().enumerate() {
+            for pattern in patterns_for(args, i, model) {
+                plan.push(Planned {
+                    pattern,
+                    model: model
+                        .filter(|_| pattern != Pattern::Bilinear)
+                        .map(|m| model_stem(m)),
+                    output_pixels: res.output[0] as u64 * res.output[1] as u64,
+                    frames: frames_per_run(args),
+                });
+            }
+        }
     }
-    let total = args.resolutions.len() as u64 * runs_per_resolution(args) * frames_per_run(args);
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} frames, ETA {eta} · {msg}",
-        )
-        .expect("valid template"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(250));
-    bar
+    plan
 }
 
 impl Bench<'_> {
@@ -256,30 +291,16 @@ impl Bench<'_> {
     fn resolution(&mut self, base: &Config, res: &Resolution) -> anyhow::Result<()> {
         let config = config_for(base, res);
         let frames = self.report.config.psnr_frames.clone();
-        self.bar
-            .set_message(format!("{} · native reference", res.label()));
+        self.progress
+            .message(&format!("{} · native reference", res.label()));
         let native = self.native(&config, &frames)?;
         let plan = Plan {
             warmup: self.args.warmup,
             frames: self.args.frames,
             native: &native,
         };
-        let models: Vec<Option<&PathBuf>> = if self.args.models.is_empty() {
-            vec![None]
-        } else {
-            self.args.models.iter().map(Some).collect()
-        };
-        for (i, model) in models.into_iter().enumerate() {
-            let patterns: Vec<Pattern> = self
-                .args
-                .patterns
-                .iter()
-                .copied()
-                .filter(|&p| match p {
-                    Pattern::Bilinear => i == 0,
-                    _ => model.is_some(),
-                })
-                .collect();
+        for (i, model) in model_slots(self.args).into_iter().enumerate() {
+            let patterns = patterns_for(self.args, i, model);
             if !patterns.is_empty() {
                 self.session(&config, res, model, &patterns, &plan)?;
             }
@@ -373,11 +394,14 @@ impl Bench<'_> {
                         .switch_pattern(&s.gpu, pattern)
                         .map_err(|e| format!("failed to start: {e:#}"))
                 });
+            let index = self.next_run;
+            self.next_run += 1;
             if let Err(reason) = available {
-                self.skip(key, reason);
+                self.skip(index, key, reason);
                 continue;
             }
-            let run = measure::run(s, &egui_ctx, target, key, plan, &self.bar)?;
+            self.progress.start_run(index);
+            let run = measure::run(s, &egui_ctx, target, key, plan, &mut self.progress)?;
             self.report.runs.push(run);
             // Rewritten after every run: a long bench that is stopped keeps what it measured.
             self.report.elapsed_s = self.started.elapsed().as_secs_f64();
@@ -386,15 +410,10 @@ impl Bench<'_> {
         Ok(())
     }
 
-    fn skip(&mut self, key: RunKey, reason: String) {
+    fn skip(&mut self, index: usize, key: RunKey, reason: String) {
         let line = format!("{}: not run: {reason}", key.label());
-        self.bar.suspend(|| tracing::info!("{line}"));
-        self.bar.set_length(
-            self.bar
-                .length()
-                .unwrap_or(0)
-                .saturating_sub(frames_per_run(self.args)),
-        );
+        self.progress.bar.suspend(|| tracing::info!("{line}"));
+        self.progress.skip_run(index);
         self.report.unavailable.push(Unavailable {
             pattern: key.pattern.name().into(),
             model: key.model,

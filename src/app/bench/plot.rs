@@ -187,6 +187,7 @@ fn stacked_stages(
         .disable_x_mesh()
         .x_labels(names.len().max(2))
         .x_label_formatter(&|v| category_label(&names, *v))
+        .light_line_style(BLACK.mix(0.05))
         .y_desc("ms")
         .label_style(("sans-serif", 15))
         .draw()?;
@@ -272,7 +273,12 @@ fn distributions(
         .disable_x_mesh()
         .x_labels(names.len().max(2))
         .x_label_formatter(&|v| category_label(&names, *v))
+        // A tick at every integer multiple of each decade (labelled at 1, 2 and 5 only), faint
+        // lines, no light lines between: over three decades those merge into grey bands.
+        .y_labels(40)
         .y_label_formatter(&|v| log_label(*v))
+        .bold_line_style(BLACK.mix(0.08))
+        .light_line_style(TRANSPARENT)
         .y_desc("ms")
         .label_style(("sans-serif", 15))
         .draw()?;
