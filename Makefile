@@ -5,7 +5,7 @@
 #   make headless   render 60 frames headless into out/headless
 #   make test       fmt check, clippy, cargo test (unit, GPU with validation, window under Xvfb)
 #   make soak       10,000 headless frames switching pattern and model, validation required
-#                   (SOAK_ARGS="..." adds or overrides headless options; about 2 min here)
+#                   (SOAK_ARGS="..." adds or overrides headless options; 2-3 min here)
 #   make clean      cargo clean
 
 SHELL := /bin/bash

@@ -422,3 +422,33 @@ fn a_reshape_target_that_overflows_is_no_pixel_shuffle() {
     let msg = plan_error(&m, &[1, 12, 6, 8]);
     assert!(msg.contains("\"r1\" has op type Reshape"), "{msg}");
 }
+
+/// The committed fuzz seeds (fuzz/seeds/plan_from_bytes: inputs the fuzzer found interesting,
+/// minimised) plan or fail with a message; none panics. Plus every prefix of a real model.
+#[test]
+fn fuzz_seeds_and_model_prefixes_plan_or_fail_cleanly() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let seeds: Vec<_> = std::fs::read_dir(root.join("fuzz/seeds/plan_from_bytes"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(seeds.len() >= 5, "{seeds:?}");
+    let mut outcomes = (0, 0);
+    for seed in &seeds {
+        let bytes = std::fs::read(seed).unwrap();
+        for (w, h) in [(8, 6), (160, 90)] {
+            match infer::plan_from_bytes(&bytes, "seed.onnx", w, h) {
+                Ok(_) => outcomes.0 += 1,
+                Err(e) => {
+                    assert!(e.to_string().starts_with("model seed.onnx"), "{e}");
+                    outcomes.1 += 1;
+                }
+            }
+        }
+    }
+    println!("fuzz seeds: {} planned, {} refused", outcomes.0, outcomes.1);
+    let skip = std::fs::read(root.join("models/test/skip_x2.onnx")).unwrap();
+    for len in 0..skip.len() {
+        let _ = infer::plan_from_bytes(&skip[..len], "cut.onnx", 8, 6);
+    }
+}
