@@ -459,10 +459,16 @@ fn run_soak(config: &Config, args: &SoakArgs) -> anyhow::Result<()> {
     }
     let pct = |g: Option<f64>| g.map_or("n/a".into(), |g| format!("{g:+.2} %"));
     println!(
-        "  growth: RSS {}, GPU allocated {} (limit {} %)",
+        "  growth: RSS {}, GPU allocated {} ({})",
         pct(r.rss_growth_pct),
         pct(r.gpu_growth_pct),
-        soak::MAX_GROWTH_PCT
+        if r.memory_judged {
+            format!("limit {} %", soak::MAX_GROWTH_PCT)
+        } else {
+            "not judged: fewer than 3 memory samples, so start is the warm-up sample; \
+             run at least 3 model cycles"
+                .to_string()
+        }
     );
     println!(
         "  frames over {}x their pattern's median: {} steady, {} right after a switch",

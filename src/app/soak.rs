@@ -161,6 +161,10 @@ pub struct SoakReport {
     pub end: Option<MemorySample>,
     pub rss_growth_pct: Option<f64>,
     pub gpu_growth_pct: Option<f64>,
+    /// Whether the growth counts for the verdict: only with at least three samples, so that
+    /// `start` is past the warm-up cycle (a shorter soak compares against warm-up, before every
+    /// pattern and model has allocated what it keeps, and reports growth that is no leak).
+    pub memory_judged: bool,
     /// Median frame of the whole run (all patterns), ms.
     pub frame_ms_median: f64,
     /// Frames over SPIKE_FACTOR x their (pattern, model) median, away from switches: the
@@ -254,10 +258,11 @@ fn failures(report: &SoakReport, validation_required: bool) -> Vec<String> {
     if validation_required && !report.validation_enabled {
         why.push("the validation layer was not on".into());
     }
-    for (name, growth) in [
+    let judged = [
         ("RSS", report.rss_growth_pct),
         ("GPU memory", report.gpu_growth_pct),
-    ] {
+    ];
+    for (name, growth) in judged.into_iter().filter(|_| report.memory_judged) {
         if let Some(g) = growth.filter(|g| *g >= MAX_GROWTH_PCT) {
             why.push(format!("{name} grew {g:.1} % (limit {MAX_GROWTH_PCT} %)"));
         }
@@ -389,6 +394,7 @@ fn report(
         validation_errors: gpu.validation_errors(),
         rss_growth_pct: growth(|s| s.rss_bytes),
         gpu_growth_pct: growth(|s| s.gpu_allocated_bytes),
+        memory_judged: memory.len() >= 3,
         memory,
         start,
         end,
@@ -492,6 +498,7 @@ mod tests {
             end: None,
             rss_growth_pct: Some(4.9),
             gpu_growth_pct: Some(0.0),
+            memory_judged: true,
             frame_ms_median: 0.0,
             spike_count: 3,
             spikes: vec![],
@@ -514,6 +521,12 @@ mod tests {
                 "the validation layer was not on",
                 "GPU memory grew 5.0 % (limit 5 %)"
             ]
+        );
+        // Fewer than three samples: start is the warm-up sample; growth is shown, not judged.
+        r.memory_judged = false;
+        assert_eq!(
+            failures(&r, true),
+            ["2 validation errors", "the validation layer was not on"]
         );
     }
 }
