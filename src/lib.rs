@@ -5,5 +5,6 @@ pub mod app;
 pub mod game;
 pub mod gpu;
 pub mod infer;
+pub mod metrics;
 pub mod render;
 pub mod upscale;

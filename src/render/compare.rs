@@ -23,6 +23,7 @@ use crate::gpu::barrier::{self, State};
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::timestamps::Timestamps;
 use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc, Pipeline};
+use crate::metrics::psnr_from_mse;
 use crate::shader;
 use crate::upscale::{self, FrameIo, MlSettings, Pattern, Schedule, Upscaler};
 
@@ -278,8 +279,11 @@ impl Compare {
         if newer {
             self.last = Some(ComparePsnr {
                 frame,
-                current_y: psnr_db(current / self.pixels),
-                right_y: self.right.is_some().then(|| psnr_db(right / self.pixels)),
+                current_y: psnr_from_mse(current / self.pixels),
+                right_y: self
+                    .right
+                    .is_some()
+                    .then(|| psnr_from_mse(right / self.pixels)),
             });
         }
         Ok(())
@@ -417,15 +421,6 @@ impl Parts {
     }
 }
 
-/// PSNR (dB, 8-bit scale) of a mean squared error, capped at 100 dB for identical images: the
-/// same definition as `quality` uses, so the live figure and the report agree.
-fn psnr_db(mse: f64) -> f64 {
-    if mse <= 0.0 {
-        return 100.0;
-    }
-    (10.0 * (255.0 * 255.0 / mse).log10()).min(100.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,12 +449,5 @@ mod tests {
         assert!(CompareSide::Pattern(Pattern::InStream)
             .support(Pattern::CpuRoundtrip)
             .is_ok());
-    }
-
-    #[test]
-    fn psnr_matches_the_usual_formula() {
-        assert_eq!(psnr_db(0.0), 100.0);
-        assert!((psnr_db(1.0) - 48.1308).abs() < 1e-3);
-        assert!((psnr_db(65025.0) - 0.0).abs() < 1e-9);
     }
 }

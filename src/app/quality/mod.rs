@@ -6,7 +6,7 @@
 //! game's path. The views are the validation poses of the same seed as the dataset
 //! (`game::poses`, split `val`), rendered afresh: no PNG round trip, nothing the model trained on.
 
-pub mod metrics;
+pub use crate::metrics;
 
 use std::path::{Path, PathBuf};
 
