@@ -11,11 +11,7 @@
 # an otherwise idle machine; a sweep model that beat the shipped quality model at train time is
 # benchmarked too. Expects .devrun/ (tools/device/bundle.sh) and .gl/ (shared/device.md).
 set -uo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export XDG_RUNTIME_DIR=/tmp/xdg && mkdir -p -m700 "$XDG_RUNTIME_DIR"
-: "${ORT_DYLIB_PATH:=/opt/torch/.venv/lib/python3.12/site-packages/onnxruntime/capi/libonnxruntime.so.1.30.0}"
-export ORT_DYLIB_PATH
+. tools/device/env.sh
 ROOT=$PWD
 R=/tmp/final && mkdir -p "$R"
 start=$SECONDS

@@ -4,11 +4,7 @@
 # tools/device/bundle.sh in .devrun/ and the Vulkan loader + validation layer .debs in .gl/.
 # Writes $OUT/runs.tgz (summaries, logs, a few frames) and $OUT/log.
 set -uo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export XDG_RUNTIME_DIR=/tmp/xdg && mkdir -p -m700 "$XDG_RUNTIME_DIR"
-: "${ORT_DYLIB_PATH:=/opt/torch/.venv/lib/python3.12/site-packages/onnxruntime/capi/libonnxruntime.so.1.30.0}"
-export ORT_DYLIB_PATH
+. tools/device/env.sh
 MODELS=${MODELS:-models/test/tiny_x2.onnx}
 R=/tmp/runs && rm -rf "$R" && mkdir -p "$R"
 cd .devrun || exit 1
