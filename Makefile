@@ -1,7 +1,8 @@
 # upscale-demo -- build, run and test.
 #
 #   make setup      install/check system packages, Rust, ONNX Runtime (.deps/)
-#   make run        run the game (ARGS="..." passes arguments through)
+#   make run        run the game (ARGS="..." passes arguments through; ORT=gpu: with the GPU
+#                   build of ONNX Runtime, for the CUDA paths on an NVIDIA GPU)
 #   make headless   render 60 frames headless into out/headless
 #   make test       fmt check, clippy, cargo test (unit, GPU with validation, window under Xvfb)
 #   make soak       10,000 headless frames switching pattern and model, validation required
@@ -13,6 +14,13 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 ARGS ?=
+# cpu: ONNX Runtime's CPU build (.deps/onnxruntime); gpu: its GPU build (.deps/onnxruntime-gpu).
+ORT ?= cpu
+export ORT
+ifeq ($(ORT),gpu)
+export ORT_DYLIB_PATH := $(CURDIR)/.deps/onnxruntime-gpu/libonnxruntime.so.1.31.1
+export LD_LIBRARY_PATH := $(CURDIR)/.deps/onnxruntime-gpu$(if $(LD_LIBRARY_PATH),:$(LD_LIBRARY_PATH))
+endif
 SOAK_ARGS ?=
 
 # Start time for the elapsed-seconds report of `make test`.

@@ -18,12 +18,26 @@
 #                     ORT_WHEEL_SHA256 and ORT_SO_SHA256.
 #   ORT_WHEEL_SHA256  expected sha256 of the wheel (overrides the table)
 #   ORT_SO_SHA256     expected sha256 of libonnxruntime.so.$ORT_VERSION
+#   ORT               cpu (default) or gpu. gpu also installs the GPU build of ONNX
+#                     Runtime (onnxruntime-gpu $ORT_GPU_VERSION for CUDA 13: the CUDA
+#                     execution provider) into .deps/onnxruntime-gpu/, checksums pinned,
+#                     and reports the CUDA libraries it needs that the loader cannot find
+#                     (`make run ORT=gpu` then runs with it).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 
 ORT_VERSION=${ORT_VERSION:-1.30.0}
+ORT=${ORT:-cpu}
+ORT_GPU_VERSION=1.31.1
+# onnxruntime-gpu 1.31.1, cp312 manylinux_2_28 x86_64 wheel, and the three libraries taken from it.
+ORT_GPU_WHEEL_SHA256=05d548956197b9d01f59b625de740e0d6be3593f874e241a12dc0362650ecdf7
+declare -A ORT_GPU_SO_SHA256=(
+    [libonnxruntime.so.1.31.1]=5104254339ecadae808da771bd0b63b240f0dbd466514234905e54372435c303
+    [libonnxruntime_providers_cuda.so]=8387867e857499e045caff5d13ac6a5de29571c801562fa2dde0e45f1f31de52
+    [libonnxruntime_providers_shared.so]=086ec1d5388f64153d9c63470d126693db9a182c8ce236d3a1119068471b8a0d
+)
 
 # Minimum Rust: the locked egui 0.36 / egui-winit / epaint / egui_plot crates
 # declare rust-version = "1.95" (ort 2.0.0-rc.15 needs 1.92).
@@ -233,6 +247,67 @@ check_ort() {
     echo "ok: onnxruntime $ORT_VERSION installed (.deps/onnxruntime/$so_name, sha256 $have_so)"
 }
 
+# The GPU build (ORT=gpu): libonnxruntime.so with the CUDA execution provider beside it.
+check_ort_gpu() {
+    local dir=$DEPS_DIR/onnxruntime-gpu name ok=1
+    for name in "${!ORT_GPU_SO_SHA256[@]}"; do
+        [[ -f $dir/$name && $(sha256_of "$dir/$name") == "${ORT_GPU_SO_SHA256[$name]}" ]] || ok=0
+    done
+    if ((ok)); then
+        echo "ok: onnxruntime-gpu $ORT_GPU_VERSION (.deps/onnxruntime-gpu/)"
+    else
+        echo "installing: onnxruntime-gpu $ORT_GPU_VERSION (about 300 MB; the CUDA execution provider)"
+        mkdir -p "$dir" "$WHEEL_DIR"
+        local whl="" f
+        for f in "$WHEEL_DIR"/onnxruntime_gpu-"$ORT_GPU_VERSION"-*.whl; do
+            [[ -f $f && $(sha256_of "$f") == "$ORT_GPU_WHEEL_SHA256" ]] && whl=$f && break
+        done
+        local tmp
+        tmp=$(mktemp -d "$DEPS_DIR/.tmp.XXXXXX")
+        # shellcheck disable=SC2064 # expand $tmp now
+        trap "rm -rf '$tmp'" EXIT
+        if [[ -z $whl ]]; then
+            local py
+            py=$(pick_pip_python) || die "no working pip: install python3-pip (python3 -m pip must work)"
+            "$py" -m pip download --disable-pip-version-check --no-deps --only-binary=:all: \
+                --python-version 3.12 --platform manylinux_2_28_x86_64 -d "$tmp/dl" \
+                "onnxruntime-gpu==$ORT_GPU_VERSION" ||
+                die "pip download of onnxruntime-gpu==$ORT_GPU_VERSION failed"
+            local got=("$tmp"/dl/onnxruntime_gpu-"$ORT_GPU_VERSION"-*.whl)
+            [[ -f ${got[0]} && $(sha256_of "${got[0]}") == "$ORT_GPU_WHEEL_SHA256" ]] ||
+                die "checksum mismatch for the onnxruntime-gpu wheel (expected sha256 $ORT_GPU_WHEEL_SHA256)"
+            mv "${got[0]}" "$WHEEL_DIR/"
+            whl=$WHEEL_DIR/$(basename "${got[0]}")
+        fi
+        for name in "${!ORT_GPU_SO_SHA256[@]}"; do
+            unzip -j -o -q "$whl" "onnxruntime/capi/$name" -d "$tmp/x" ||
+                die "wheel $(basename "$whl") has no member onnxruntime/capi/$name"
+            [[ $(sha256_of "$tmp/x/$name") == "${ORT_GPU_SO_SHA256[$name]}" ]] ||
+                die "checksum mismatch for $name from $(basename "$whl")"
+            chmod 0755 "$tmp/x/$name"
+            mv -f "$tmp/x/$name" "$dir/$name"
+        done
+        echo "ok: onnxruntime-gpu $ORT_GPU_VERSION installed (.deps/onnxruntime-gpu/)"
+    fi
+    # The CUDA EP links CUDA 13's runtime, cuBLAS and cuDNN 9 dynamically: name what is missing.
+    local missing
+    missing=$(LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$dir/libonnxruntime_providers_cuda.so" |
+        awk '/not found/ {print $1}' | tr '\n' ' ')
+    if [[ -n $missing ]]; then
+        echo "warning: the CUDA execution provider cannot load yet; missing: $missing
+       Install the NVIDIA driver, the CUDA 13 runtime, cuBLAS, cuRAND and cuDNN 9 (NVIDIA's packages, or pip's nvidia-*-cu13
+       wheels) and add their lib directories to LD_LIBRARY_PATH. Until then the game runs and
+       greys out the CUDA paths with the reason." >&2
+    else
+        echo "ok: CUDA libraries for the CUDA execution provider"
+    fi
+}
+
 check_apt
 check_rust
 check_ort
+case $ORT in
+cpu) ;;
+gpu) check_ort_gpu ;;
+*) die "ORT=$ORT: use ORT=cpu (default) or ORT=gpu" ;;
+esac

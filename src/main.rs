@@ -157,6 +157,15 @@ enum Command {
         #[arg(long)]
         no_progress: bool,
     },
+    /// Compare two images of the same size (e.g. two patterns' last.png of the same frame):
+    /// largest per-channel difference, differing pixels, PSNR-RGB.
+    ImageDiff {
+        a: PathBuf,
+        b: PathBuf,
+        /// Fail (exit 1) when some channel differs by more than this many 1/255 steps.
+        #[arg(long)]
+        max: Option<u8>,
+    },
     /// Regenerate the texture PNGs in assets/.
     GenAssets {
         #[arg(long, default_value = "assets")]
@@ -275,6 +284,44 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             for t in run_model::run(&args)? {
                 println!("{} {:?}", t.name, t.shape);
+            }
+            Ok(())
+        }
+        Some(Command::ImageDiff { a, b, max }) => {
+            let open = |p: &Path| {
+                image::open(p)
+                    .map(|i| i.to_rgba8())
+                    .with_context(|| format!("reading {}", p.display()))
+            };
+            let (ia, ib) = (open(&a)?, open(&b)?);
+            anyhow::ensure!(
+                ia.dimensions() == ib.dimensions(),
+                "{} is {:?} but {} is {:?}",
+                a.display(),
+                ia.dimensions(),
+                b.display(),
+                ib.dimensions()
+            );
+            let (largest, differing) =
+                ia.pixels()
+                    .zip(ib.pixels())
+                    .fold((0u8, 0u64), |acc, (p, q)| {
+                        let d = p.0[..3]
+                            .iter()
+                            .zip(&q.0[..3])
+                            .map(|(x, y)| x.abs_diff(*y))
+                            .max()
+                            .unwrap();
+                        (acc.0.max(d), acc.1 + u64::from(d > 0))
+                    });
+            println!(
+                "{}x{}: max |a-b| = {largest}/255, {differing} pixels differ, PSNR-RGB {:.2} dB",
+                ia.width(),
+                ia.height(),
+                upscale_demo::metrics::psnr_rgb(&ia, &ib)
+            );
+            if let Some(m) = max.filter(|&m| largest > m) {
+                anyhow::bail!("the images differ by {largest}/255, more than --max {m}");
             }
             Ok(())
         }

@@ -64,6 +64,11 @@ fn each_kind_of_bad_config_stops_with_its_message() {
             "[onnxruntime]\nexecution_provider = \"tpu\"",
             "onnxruntime.execution_provider = \"tpu\": one of: cpu, cuda",
         ),
+        (
+            "shared_domain",
+            "[upscale]\nshared_domain = \"gpu\"",
+            "upscale.shared_domain = \"gpu\": one of: auto, host, cuda",
+        ),
     ];
     for (name, text, expected) in cases {
         let (stderr, file) = run_with(name, text, &[]);

@@ -16,6 +16,7 @@ use crate::gpu::{Gpu, Validation};
 use crate::render::compare::CompareSide;
 use crate::render::overlay::{self, Action, CompareView, Hud, OverlayModel};
 use crate::render::{Renderer, Sizes};
+use crate::upscale::shared::DomainChoice;
 use crate::upscale::{self, MlSettings, Pattern};
 
 pub struct Surface {
@@ -418,7 +419,7 @@ fn probe_patterns(gpu: &Gpu, ml: &MlSettings, sizes: Sizes) -> Vec<(Pattern, Res
     let mut patterns = Vec::with_capacity(Pattern::ALL.len());
     for p in Pattern::ALL {
         let probe = |p| upscale::probe(p, ml, render, output);
-        let ok = upscale::device_support(gpu, p).and_then(|()| match p {
+        let ok = upscale::device_support(gpu, p, ml).and_then(|()| match p {
             Pattern::CpuRoundtrip | Pattern::SharedMemory => {
                 ort_probe.get_or_insert_with(|| probe(p)).clone()
             }
@@ -471,6 +472,8 @@ pub fn ml_settings(config: &Config) -> anyhow::Result<MlSettings> {
         library: (!ort.library.as_os_str().is_empty()).then(|| paths::resolve(&ort.library)),
         provider: ort.execution_provider.parse()?,
         intra_threads: (ort.intra_threads > 0).then_some(ort.intra_threads),
+        shared_domain: DomainChoice::parse(&config.upscale.shared_domain)
+            .expect("validated with the config"),
     })
 }
 

@@ -30,6 +30,9 @@ pub struct DeviceInfo {
     /// Opaque-fd export of memory and semaphores (the CUDA domain of the shared-memory pattern).
     pub external_memory_fd: bool,
     pub external_semaphore_fd: bool,
+    /// VkPhysicalDeviceIDProperties::deviceUUID as 32 hex digits: the same GPU seen by another
+    /// API (CUDA's cuDeviceGetUuid) reports the same bytes.
+    pub device_uuid: String,
 }
 
 /// A window surface the chosen queue must be able to present to.
@@ -53,6 +56,10 @@ pub struct Gpu {
     pub push_descriptor: khr::push_descriptor::Device,
     /// Present when the device has VK_EXT_external_memory_host (and it was not disabled).
     pub external_memory_host: Option<ext::external_memory_host::Device>,
+    /// Present when the device has VK_KHR_external_memory_fd (opaque-fd export of memory).
+    pub external_memory_fd: Option<khr::external_memory_fd::Device>,
+    /// Present when the device has VK_KHR_external_semaphore_fd (opaque-fd export of semaphores).
+    pub external_semaphore_fd: Option<khr::external_semaphore_fd::Device>,
     debug: Option<ext::debug_utils::Device>,
     /// Option so Drop can release it before the device; shared with egui-ash-renderer.
     pub allocator: Option<Arc<Mutex<Allocator>>>,
@@ -100,6 +107,12 @@ impl Gpu {
         let external_memory_host = info
             .external_memory_host
             .then(|| ext::external_memory_host::Device::new(&instance.raw, &device));
+        let external_memory_fd = info
+            .external_memory_fd
+            .then(|| khr::external_memory_fd::Device::new(&instance.raw, &device));
+        let external_semaphore_fd = info
+            .external_semaphore_fd
+            .then(|| khr::external_semaphore_fd::Device::new(&instance.raw, &device));
         let debug = instance
             .debug_utils
             .as_ref()
@@ -120,6 +133,8 @@ impl Gpu {
             info,
             push_descriptor,
             external_memory_host,
+            external_memory_fd,
+            external_semaphore_fd,
             debug,
             allocator: Some(Arc::new(Mutex::new(allocator))),
         };
@@ -238,9 +253,11 @@ fn pick_queue_family(
 fn read_info(instance: &ash::Instance, pd: vk::PhysicalDevice, family: u32) -> DeviceInfo {
     let mut driver = vk::PhysicalDeviceDriverProperties::default();
     let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
+    let mut ids = vk::PhysicalDeviceIDProperties::default();
     let mut props2 = vk::PhysicalDeviceProperties2::default()
         .push_next(&mut driver)
-        .push_next(&mut host);
+        .push_next(&mut host)
+        .push_next(&mut ids);
     unsafe { instance.get_physical_device_properties2(pd, &mut props2) };
     let props = props2.properties;
     let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
@@ -280,7 +297,13 @@ fn read_info(instance: &ash::Instance, pd: vk::PhysicalDevice, family: u32) -> D
         min_imported_host_pointer_alignment: host.min_imported_host_pointer_alignment,
         external_memory_fd: has(khr::external_memory_fd::NAME),
         external_semaphore_fd: has(khr::external_semaphore_fd::NAME),
+        device_uuid: hex(&ids.device_uuid),
     }
+}
+
+/// Lower-case hex of `bytes`, as device UUIDs are compared and reported.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn create_device(
@@ -302,6 +325,13 @@ fn create_device(
     }
     if info.external_memory_host {
         extensions.push(ext::external_memory_host::NAME);
+    }
+    // Enabled when present: they only add export paths, used by the CUDA domain.
+    if info.external_memory_fd {
+        extensions.push(khr::external_memory_fd::NAME);
+    }
+    if info.external_semaphore_fd {
+        extensions.push(khr::external_semaphore_fd::NAME);
     }
     if let Some(missing) = extensions.iter().find(|e| !has(e)) {
         return Err(Error::NoDevice(format!(

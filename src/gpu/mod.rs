@@ -5,6 +5,7 @@ pub mod barrier;
 pub mod buffer;
 pub mod device;
 pub mod error;
+pub mod export;
 pub mod external;
 pub mod frame;
 pub mod image;

@@ -314,7 +314,7 @@ impl Renderer {
                     self.submit_tail(gpu, slot, cmd, &target, None)?;
                 }
                 Schedule::HostStep => {
-                    let value = self.submit_first(gpu, cmd)?;
+                    let value = self.submit_first(gpu, cmd, None)?;
                     frame::wait_timeline(gpu, self.timeline, value)?;
                     self.upscaler.run_host(gpu, slot, &mut host)?;
                     let cmd_b = self.begin_second(gpu, slot)?;
@@ -322,15 +322,30 @@ impl Renderer {
                     self.submit_tail(gpu, slot, cmd_b, &target, None)?;
                 }
                 Schedule::HostSignal => {
-                    let value = self.submit_first(gpu, cmd)?;
+                    let value = self.submit_first(gpu, cmd, None)?;
                     let cmd_b = self.begin_second(gpu, slot)?;
                     self.record_tail(gpu, slot, cmd_b, world, &target, ui)?;
-                    self.submit_tail(gpu, slot, cmd_b, &target, Some(value + 1))?;
+                    let wait = (self.timeline, value + 1);
+                    self.submit_tail(gpu, slot, cmd_b, &target, Some(wait))?;
                     frame::wait_timeline(gpu, self.timeline, value)?;
                     let ran = self.upscaler.run_host(gpu, slot, &mut host);
                     // Signal even when the host step failed: B is already waiting on the GPU.
                     frame::signal_timeline(gpu, self.timeline, value + 1)?;
                     self.timeline_value = value + 1;
+                    ran?;
+                }
+                Schedule::DeviceSignal => {
+                    let sync = self
+                        .upscaler
+                        .device_sync()
+                        .context("a DeviceSignal pattern gave no semaphore values")?;
+                    self.submit_first(gpu, cmd, Some((sync.semaphore, sync.signal)))?;
+                    // Queued before B is recorded; it gives `sync.wait` even when it fails.
+                    let ran = self.upscaler.run_device(gpu, slot, &mut host);
+                    let cmd_b = self.begin_second(gpu, slot)?;
+                    self.record_tail(gpu, slot, cmd_b, world, &target, ui)?;
+                    let wait = (sync.semaphore, sync.wait);
+                    self.submit_tail(gpu, slot, cmd_b, &target, Some(wait))?;
                     ran?;
                 }
             }
@@ -360,6 +375,7 @@ impl Renderer {
         frame.wait_and_reset(gpu)?;
         self.spans.clear();
         frame.timestamps.collect(gpu, &mut self.spans);
+        self.upscaler.collect_gpu(slot, &mut self.spans);
         if let Some(n) = self.slot_frame[slot].take() {
             self.stats.add_gpu(n, &self.spans);
         }
@@ -426,19 +442,29 @@ impl Renderer {
         Ok(cmd)
     }
 
-    /// Submits command buffer A signalling the next timeline value, which it returns.
+    /// Submits command buffer A signalling the next timeline value, which it returns, and
+    /// `extra` = (semaphore, value) of a pattern's own timeline.
     ///
     /// # Safety
     /// `cmd_a` is recording and holds the first half of this frame.
-    unsafe fn submit_first(&mut self, gpu: &Gpu, cmd_a: vk::CommandBuffer) -> anyhow::Result<u64> {
+    unsafe fn submit_first(
+        &mut self,
+        gpu: &Gpu,
+        cmd_a: vk::CommandBuffer,
+        extra: Option<(vk::Semaphore, u64)>,
+    ) -> anyhow::Result<u64> {
         gpu.device.end_command_buffer(cmd_a)?;
         self.timeline_value += 1;
         let value = self.timeline_value;
         let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd_a)];
-        let signals = [vk::SemaphoreSubmitInfo::default()
-            .semaphore(self.timeline)
-            .value(value)
-            .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)];
+        let signal = |semaphore, value| {
+            vk::SemaphoreSubmitInfo::default()
+                .semaphore(semaphore)
+                .value(value)
+                .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
+        };
+        let mut signals = vec![signal(self.timeline, value)];
+        signals.extend(extra.map(|(s, v)| signal(s, v)));
         let submit = vk::SubmitInfo2::default()
             .command_buffer_infos(&cmds)
             .signal_semaphore_infos(&signals);
@@ -582,15 +608,15 @@ impl Renderer {
     }
 
     /// Submits the frame's last command buffer: waits for the swapchain image (and, for
-    /// [`Schedule::HostSignal`], for the host's timeline value), signals present-ready and the
-    /// slot's fence.
+    /// [`Schedule::HostSignal`] / [`Schedule::DeviceSignal`], for `timeline_wait` = (semaphore,
+    /// value) given by the host or the other API), signals present-ready and the slot's fence.
     unsafe fn submit_tail(
         &mut self,
         gpu: &Gpu,
         slot: usize,
         cmd: vk::CommandBuffer,
         target: &Target,
-        host_value: Option<u64>,
+        timeline_wait: Option<(vk::Semaphore, u64)>,
     ) -> anyhow::Result<()> {
         let frame = &self.frames[slot];
         let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
@@ -603,10 +629,10 @@ impl Renderer {
                     .stage_mask(vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT)
             })
             .collect();
-        if let Some(value) = host_value {
+        if let Some((semaphore, value)) = timeline_wait {
             waits.push(
                 vk::SemaphoreSubmitInfo::default()
-                    .semaphore(self.timeline)
+                    .semaphore(semaphore)
                     .value(value)
                     .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS),
             );

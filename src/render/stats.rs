@@ -118,9 +118,10 @@ pub const TOP_STAGES: [&str; 5] = ["scene", "upscale", "compare", "composite", "
 
 /// Frame order; sub-stages in the order a pattern runs them.
 pub fn stage_rank(name: &str) -> u8 {
-    const SUB: [&str; 5] = [
+    const SUB: [&str; 6] = [
         "readback",
         "to_tensor",
+        "enqueue",
         "inference",
         "from_tensor",
         "upload",

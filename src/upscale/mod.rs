@@ -19,6 +19,11 @@
 //!   and submitted right away, waiting on the GPU for `n + 1`; the host waits for `n`, runs
 //!   [`Upscaler::run_host`] and then signals `n + 1` itself (vkSignalSemaphore). The host thread
 //!   only waits and runs the model; it never records or submits between the two halves.
+//! - [`Schedule::DeviceSignal`] (external-memory share on CUDA): before A the pattern hands out
+//!   [`Upscaler::device_sync`] values of its own timeline semaphore; A also signals the first,
+//!   [`Upscaler::run_device`] queues the runtime's GPU work between the two (it waits for the
+//!   first and signals the second on the other API's queue, and returns without waiting), and B
+//!   waits for the second on the GPU. The host waits for nothing.
 //!
 //! Per-frame resources of a pattern are indexed by frame slot (`FrameIo::slot`), because the
 //! other slot's frame may still be in flight. A pattern switch hands the old upscaler to the
@@ -87,6 +92,16 @@ pub enum Schedule {
     Single,
     HostStep,
     HostSignal,
+    DeviceSignal,
+}
+
+/// A frame's handshake with work outside Vulkan ([`Schedule::DeviceSignal`]): submission A
+/// signals `semaphore` = `signal`, submission B waits for `semaphore` = `wait`.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceSync {
+    pub semaphore: vk::Semaphore,
+    pub signal: u64,
+    pub wait: u64,
 }
 
 /// What a pattern records against in one frame.
@@ -126,6 +141,27 @@ pub trait Upscaler {
         Ok(())
     }
 
+    /// [`Schedule::DeviceSignal`]: the semaphore values of the frame being built.
+    fn device_sync(&mut self) -> Option<DeviceSync> {
+        None
+    }
+
+    /// [`Schedule::DeviceSignal`]: queues the work outside Vulkan between the values of the last
+    /// [`Upscaler::device_sync`], after A was submitted. The value B waits for is given even when
+    /// this fails.
+    fn run_device(
+        &mut self,
+        _gpu: &Gpu,
+        _slot: usize,
+        _times: &mut HostTimes,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// GPU sub-stages of the slot's completed frame measured outside Vulkan's timestamps (e.g.
+    /// CUDA events), added to the frame's GPU spans.
+    fn collect_gpu(&mut self, _slot: usize, _spans: &mut Vec<(&'static str, f64)>) {}
+
     /// Records the GPU work after the host step, at the start of the second command buffer.
     ///
     /// # Safety
@@ -161,6 +197,8 @@ pub struct MlSettings {
     pub library: Option<PathBuf>,
     pub provider: model::ExecutionProvider,
     pub intra_threads: Option<usize>,
+    /// Where the shared-memory pattern keeps its tensors (`upscale.shared_domain`).
+    pub shared_domain: shared::DomainChoice,
 }
 
 impl MlSettings {
@@ -195,15 +233,32 @@ pub fn create(
     }
 }
 
-/// Why `pattern` cannot run on `gpu`, for reasons that depend on the device.
-pub fn device_support(gpu: &Gpu, pattern: Pattern) -> Result<(), String> {
-    if pattern == Pattern::SharedMemory && gpu.external_memory_host.is_none() {
-        return Err(format!(
-            "{} cannot import host memory (VK_EXT_external_memory_host missing, or disabled by gpu.external_memory_host = false)",
-            gpu.info.name
-        ));
+/// Why `pattern` cannot run on `gpu`, for reasons that depend on the device (and, for the
+/// shared-memory pattern's domains, on CUDA and the ONNX Runtime build).
+pub fn device_support(gpu: &Gpu, pattern: Pattern, ml: &MlSettings) -> Result<(), String> {
+    if pattern != Pattern::SharedMemory {
+        return Ok(());
     }
-    Ok(())
+    let host = || {
+        if gpu.external_memory_host.is_none() {
+            Err(format!(
+                "{} cannot import host memory (VK_EXT_external_memory_host missing, or disabled by gpu.external_memory_host = false)",
+                gpu.info.name
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let cuda = || {
+        shared::cuda::availability(gpu, ml)
+            .map(drop)
+            .map_err(|why| format!("the cuda domain cannot run here: {why}"))
+    };
+    match ml.shared_domain {
+        shared::DomainChoice::Host => host(),
+        shared::DomainChoice::Cuda => cuda(),
+        shared::DomainChoice::Auto => host().or_else(|h| cuda().map_err(|c| format!("{h}; {c}"))),
+    }
 }
 
 /// Whether `pattern` can run with these settings and sizes, checked once at start-up so the UI

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::upscale::shared::DomainChoice;
 use crate::upscale::Pattern;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -44,6 +45,8 @@ pub struct RenderConfig {
 pub struct UpscaleConfig {
     pub pattern: String,
     pub model: PathBuf,
+    /// The shared-memory pattern's domain: auto, host or cuda.
+    pub shared_domain: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -108,6 +111,7 @@ impl Default for UpscaleConfig {
         Self {
             pattern: "bilinear".into(),
             model: PathBuf::from("models/quality_x2.onnx"),
+            shared_domain: "auto".into(),
         }
     }
 }
@@ -248,6 +252,13 @@ impl Config {
                 "upscale.pattern",
                 &format!("\"{}\"", self.upscale.pattern),
                 format!("one of: {}", Pattern::names()),
+            ));
+        }
+        if DomainChoice::parse(&self.upscale.shared_domain).is_none() {
+            return Err(bad(
+                "upscale.shared_domain",
+                &format!("\"{}\"", self.upscale.shared_domain),
+                format!("one of: {}", DomainChoice::ALLOWED),
             ));
         }
         if !["cpu", "cuda"].contains(&self.onnxruntime.execution_provider.as_str()) {

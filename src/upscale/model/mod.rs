@@ -130,10 +130,22 @@ struct OutputBinding {
     options: RunOptions<HasSelectedOutputs>,
 }
 
+/// ONNX Runtime's CUDA execution provider on a stream the caller owns (the CUDA domain).
+#[derive(Debug, Clone, Copy)]
+pub struct CudaTarget {
+    /// CUDA device ordinal (the device whose UUID matched the Vulkan device's).
+    pub device_id: i32,
+    /// The `CUstream` every kernel of a run is queued on, as an address (a plain integer keeps
+    /// the model `Send`; the stream is only ever used by the thread that runs the model).
+    pub stream: usize,
+}
+
 pub struct OrtModel {
     session: Session,
     info: ModelInfo,
     output: Option<OutputBinding>,
+    /// Set when the session runs on a caller's CUDA stream ([`OrtModel::load_on_cuda_stream`]).
+    cuda: Option<CudaTarget>,
 }
 
 impl fmt::Debug for OrtModel {
@@ -151,6 +163,28 @@ impl OrtModel {
         path: &Path,
         ep: ExecutionProvider,
         intra_threads: Option<usize>,
+    ) -> Result<(Self, ModelInfo), ModelError> {
+        Self::load_inner(path, ep, intra_threads, None)
+    }
+
+    /// Loads a model for [`OrtModel::run_on_device`]: the CUDA execution provider on device
+    /// `target.device_id`, every kernel queued on `target.stream`.
+    ///
+    /// # Safety
+    /// `target.stream` must be a live `CUstream` of that device's primary context and outlive
+    /// the returned model.
+    pub unsafe fn load_on_cuda_stream(
+        path: &Path,
+        target: CudaTarget,
+    ) -> Result<(Self, ModelInfo), ModelError> {
+        Self::load_inner(path, ExecutionProvider::Cuda, Some(1), Some(target))
+    }
+
+    fn load_inner(
+        path: &Path,
+        ep: ExecutionProvider,
+        intra_threads: Option<usize>,
+        cuda: Option<CudaTarget>,
     ) -> Result<(Self, ModelInfo), ModelError> {
         if !path.is_file() {
             return Err(ModelError::NotFound(path.to_path_buf()));
@@ -186,9 +220,21 @@ impl OrtModel {
             .with_intra_op_spinning(false)
             .map_err(|e| invalid(e.to_string()))?;
         if ep == ExecutionProvider::Cuda {
+            // TF32 off: the CUDA path must match the CPU path to 1/255 (and the pattern tests
+            // compare them); TF32 convolutions differ from fp32 by up to ~1e-3 relative.
+            let mut cuda_ep = ort::ep::CUDA::default().with_tf32(false);
+            if let Some(target) = cuda {
+                // SAFETY: the caller keeps the stream alive as long as the model (see
+                // `load_on_cuda_stream`).
+                cuda_ep = unsafe {
+                    cuda_ep
+                        .with_device_id(target.device_id)
+                        .with_compute_stream(target.stream as *mut ())
+                };
+            }
             // Without error_on_failure ORT would silently fall back to the CPU.
             builder = builder
-                .with_execution_providers([ort::ep::CUDA::default().build().error_on_failure()])
+                .with_execution_providers([cuda_ep.build().error_on_failure()])
                 .map_err(|e| unavailable(format!("registering it failed: {e}")))?;
         }
         let mut session = builder
@@ -204,6 +250,7 @@ impl OrtModel {
             session,
             info: info.clone(),
             output: None,
+            cuda,
         };
         Ok((model, info))
     }
@@ -272,8 +319,16 @@ impl OrtModel {
             // SAFETY: `output` is a live CPU buffer of exactly `out_shape` f32 elements
             // (checked above). The wrapper is only used by a run that is passed the same
             // address and shape again, i.e. while the caller lends us that buffer.
-            let value = unsafe { wrap_f32_buffer(output, out_shape, self.session.allocator()) }
-                .map_err(|e| run_err("cannot wrap the output buffer", e))?;
+            let mem = cpu_memory_info().map_err(|e| run_err("cannot describe CPU memory", e))?;
+            let value = unsafe {
+                wrap_f32_memory(
+                    mem,
+                    output.as_mut_ptr().cast(),
+                    out_shape,
+                    self.session.allocator(),
+                )
+            }
+            .map_err(|e| run_err("cannot wrap the output buffer", e))?;
             let name = self.info.output_name.as_str();
             let options = RunOptions::new()
                 .map_err(|e| run_err("cannot create run options", e))?
@@ -297,6 +352,82 @@ impl OrtModel {
             TensorRefMut::<f32>::from_raw(mem, input.as_mut_ptr().cast(), to_shape(in_shape))
         }
         .map_err(|e| run_err("cannot wrap the input buffer", e))?;
+        let outputs = self
+            .session
+            .run_with_options(ort::inputs![input_view], options)
+            .map_err(|e| run_err("inference failed", e))?;
+        drop(outputs);
+        Ok(())
+    }
+
+    /// Runs the model on CUDA device memory: `input` and `output` are device pointers of
+    /// `in_shape` / `out_shape` f32 tensors (NCHW). ORT reads and writes them in place and
+    /// queues every kernel on the model's stream without waiting for it: the caller orders the
+    /// run with work queued on that stream before and after this call.
+    ///
+    /// # Safety
+    /// Both pointers are valid device memory of the model's CUDA device for at least the
+    /// shapes' sizes, until the work queued on the stream has completed.
+    pub unsafe fn run_on_device(
+        &mut self,
+        input: u64,
+        in_shape: [usize; 4],
+        output: u64,
+        out_shape: [usize; 4],
+    ) -> Result<(), ModelError> {
+        let elements = |s: [usize; 4]| s.iter().product::<usize>();
+        self.check_run_shapes(elements(in_shape), in_shape, elements(out_shape), out_shape)?;
+        let path = self.info.path.clone();
+        let run_err = move |what: &str, e: ort::Error| {
+            ModelError::Run(format!("model {}: {what}: {e}", path.display()))
+        };
+        let Some(target) = self.cuda else {
+            return Err(ModelError::Run(format!(
+                "model {}: run_on_device needs a model loaded with load_on_cuda_stream",
+                self.info.path.display()
+            )));
+        };
+        let mem = || cuda_memory_info(target.device_id);
+        let key = (output as usize, out_shape);
+        if self.output.as_ref().map(|b| (b.ptr, b.shape)) != Some(key) {
+            self.output = None;
+            let info = mem().map_err(|e| run_err("cannot describe CUDA memory", e))?;
+            // SAFETY: the caller vouches for the device pointer and its size.
+            let value = unsafe {
+                wrap_f32_memory(
+                    info,
+                    output as *mut std::ffi::c_void,
+                    out_shape,
+                    self.session.allocator(),
+                )
+            }
+            .map_err(|e| run_err("cannot wrap the output tensor", e))?;
+            let name = self.info.output_name.as_str();
+            let mut options = RunOptions::new()
+                .map_err(|e| run_err("cannot create run options", e))?
+                .with_outputs(
+                    OutputSelector::no_default()
+                        .with(name)
+                        .preallocate(name, value),
+                );
+            // Queue the kernels and return: the stream's next commands (the semaphore signal)
+            // order everything after the run on the GPU, with no host wait.
+            options
+                .disable_device_sync()
+                .map_err(|e| run_err("cannot set run options", e))?;
+            self.output = Some(OutputBinding {
+                ptr: key.0,
+                shape: out_shape,
+                options,
+            });
+        }
+        let options = &self.output.as_ref().expect("set above").options;
+        let info = mem().map_err(|e| run_err("cannot describe CUDA memory", e))?;
+        // SAFETY: the caller vouches for the device pointer; the view is dropped at the end.
+        let input_view = unsafe {
+            TensorRefMut::<f32>::from_raw(info, input as *mut std::ffi::c_void, to_shape(in_shape))
+        }
+        .map_err(|e| run_err("cannot wrap the input tensor", e))?;
         let outputs = self
             .session
             .run_with_options(ort::inputs![input_view], options)
@@ -466,32 +597,42 @@ fn cpu_memory_info() -> ort::Result<MemoryInfo<'static>> {
     )
 }
 
+fn cuda_memory_info(device_id: i32) -> ort::Result<MemoryInfo<'static>> {
+    MemoryInfo::new(
+        AllocationDevice::CUDA,
+        device_id,
+        AllocatorType::Device,
+        MemoryType::Default,
+    )
+}
+
 fn to_shape(dims: [usize; 4]) -> Shape {
     Shape::new(dims.map(|d| d as i64))
 }
 
-/// An owned `ort` tensor over caller memory, as `OutputSelector::preallocate` needs an
-/// owned `Value` and `TensorRefMut` cannot be turned into one (its `try_upgrade` refuses
-/// borrowed data). `CreateTensorWithDataAsOrtValue` does not take ownership of the data,
-/// so dropping the value releases only ORT's tensor header.
+/// An owned `ort` tensor over caller memory (CPU or CUDA, as `mem` says), as
+/// `OutputSelector::preallocate` needs an owned `Value` and `TensorRefMut` cannot be turned
+/// into one (its `try_upgrade` refuses borrowed data). `CreateTensorWithDataAsOrtValue` does
+/// not take ownership of the data, so dropping the value releases only ORT's tensor header.
 ///
 /// # Safety
-/// The returned value must only be used by runs while `buf` is alive and not otherwise
-/// accessed.
-unsafe fn wrap_f32_buffer(
-    buf: &mut [f32],
+/// `data` holds `shape` f32 elements in the memory `mem` describes; the returned value must
+/// only be used by runs while that memory is alive and not otherwise accessed.
+unsafe fn wrap_f32_memory(
+    mem: MemoryInfo<'static>,
+    data: *mut std::ffi::c_void,
     shape: [usize; 4],
     allocator: &Allocator,
 ) -> ort::Result<Tensor<f32>> {
-    let mem = cpu_memory_info()?;
     let dims = shape.map(|d| d as i64);
+    let bytes = shape.iter().product::<usize>() * std::mem::size_of::<f32>();
     let mut value: *mut ort::sys::OrtValue = std::ptr::null_mut();
-    // SAFETY: all pointers are valid for the call; `buf` has `shape` elements (caller).
+    // SAFETY: all pointers are valid for the call; `data` has `shape` elements (caller).
     unsafe {
         ort::Error::result_from_status((ort::api().CreateTensorWithDataAsOrtValue)(
             mem.ptr(),
-            buf.as_mut_ptr().cast(),
-            std::mem::size_of_val(buf),
+            data,
+            bytes,
             dims.as_ptr(),
             dims.len(),
             ort::sys::ONNXTensorElementDataType::ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,

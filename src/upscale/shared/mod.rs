@@ -3,24 +3,39 @@
 //! the runtime runs in place, a compute shader reads the output tensor straight into the
 //! upscaled image. No staging copies and no host conversion passes.
 //!
-//! Where the tensors live and who runs the model is a [`Domain`]: `host` (memory we allocate,
-//! imported into Vulkan with VK_EXT_external_memory_host, ONNX Runtime on the CPU) works on every
-//! device that has that extension. A GPU domain (Vulkan memory exported as opaque fds, imported by
-//! CUDA, ONNX Runtime's CUDA execution provider) fits behind the same trait; [`cuda_status`] says
-//! whether this device and runtime could carry it.
+//! Where the tensors live and who runs the model is a [`Domain`]:
+//! - `host` ([`host::HostDomain`]): memory we allocate, imported into Vulkan with
+//!   VK_EXT_external_memory_host, ONNX Runtime on the CPU. Works on every device with that
+//!   extension.
+//! - `cuda` ([`cuda::CudaDomain`]): Vulkan device memory exported as opaque fds and imported by
+//!   CUDA, ONNX Runtime's CUDA execution provider on a CUDA stream, ordered with Vulkan by an
+//!   exported timeline semaphore. Needs an NVIDIA GPU, its CUDA driver and the GPU build of ONNX
+//!   Runtime; [`cuda::availability`] says why it cannot run elsewhere.
 //!
-//! Synchronisation (`Schedule::HostSignal`): submission A (scene, `image_to_tensor`) signals the
+//! `upscale.shared_domain` picks one: `auto` (cuda where available, else host, with the reason
+//! in the overlay), `host` or `cuda`.
+//!
+//! Host domain (`Schedule::HostSignal`): submission A (scene, `image_to_tensor`) signals the
 //! frame timeline value `n` after a COMPUTE→HOST barrier; the host waits for `n`, the domain runs
 //! the model, the host signals `n + 1`; submission B, queued right after A, waits for `n + 1`,
 //! makes the host's writes visible (HOST→COMPUTE barrier) and runs `tensor_to_image`.
 //!
-//! One pair of tensors serves both frame slots: the host writes the output tensor only after
+//! CUDA domain (`Schedule::DeviceSignal`): A also signals the shared semaphore's `k + 1`; the
+//! host queues on the CUDA stream a wait for `k + 1`, the ORT run and a signal of `k + 2`, and
+//! returns; B waits for `k + 2` on the GPU. The semaphore operations order the memory.
+//!
+//! One pair of tensors serves both frame slots: the runtime writes the output tensor only after
 //! frame n+1's submission A signalled, and a semaphore signal waits for every earlier submission
-//! on the queue, so frame n's submission B has finished reading it by then.
+//! on the queue, so frame n's submission B has finished reading it by then (and B's wait comes
+//! before every later submission, so A of the next frame writes the input only after the runtime
+//! has read it).
 
+pub mod cuda;
 pub mod host;
 
 use ash::vk;
+
+use anyhow::Context as _;
 
 use super::{FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier;
@@ -28,15 +43,60 @@ use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::{self, Gpu, Image, Pipeline};
 use crate::shader;
 
+/// Which domain `upscale.shared_domain` asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DomainChoice {
+    /// CUDA where it is available, else host.
+    #[default]
+    Auto,
+    Host,
+    Cuda,
+}
+
+impl DomainChoice {
+    pub const ALLOWED: &'static str = "auto, host, cuda";
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "auto" => Some(Self::Auto),
+            "host" => Some(Self::Host),
+            "cuda" => Some(Self::Cuda),
+            _ => None,
+        }
+    }
+}
+
+pub use super::DeviceSync;
+
 /// Tensor memory shared by Vulkan and the ML runtime, and the runtime that uses it in place.
 pub trait Domain {
     fn name(&self) -> &'static str;
+    /// The overlay's line about it.
+    fn label(&self) -> String {
+        self.name().to_string()
+    }
     /// The input tensor (NCHW f32) as a Vulkan storage buffer.
     fn input(&self) -> vk::Buffer;
     /// The output tensor (NCHW f32) as a Vulkan storage buffer.
     fn output(&self) -> vk::Buffer;
-    /// Runs the model on the input tensor into the output tensor, in place.
+    /// Runs the model on the input tensor into the output tensor, in place (host domains).
     fn infer(&mut self, times: &mut HostTimes) -> anyhow::Result<()>;
+    /// GPU domains: the semaphore values of the next frame (A signals, B waits).
+    fn device_sync(&mut self) -> Option<DeviceSync> {
+        None
+    }
+    /// GPU domains: queues the frame's run between the values of the last `device_sync`. The
+    /// value B waits for is given even when this fails.
+    fn queue_on_device(
+        &mut self,
+        _gpu: &Gpu,
+        _slot: usize,
+        _times: &mut HostTimes,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// GPU domains: the slot's completed GPU sub-stages measured outside Vulkan.
+    fn collect_gpu(&mut self, _slot: usize, _spans: &mut Vec<(&'static str, f64)>) {}
     fn destroy(self: Box<Self>, gpu: &Gpu);
 }
 
@@ -45,18 +105,51 @@ pub struct SharedMemory {
     to_tensor: Pipeline,
     from_tensor: Pipeline,
     sampler: vk::Sampler,
-    /// Why the CUDA domain is not in use, for the overlay.
+    /// Why the CUDA domain is or is not in use, for the overlay.
     cuda_note: String,
+}
+
+/// Builds the domain `ml.shared_domain` asks for, with the overlay's note about CUDA.
+fn make_domain(
+    gpu: &Gpu,
+    ml: &MlSettings,
+    render: vk::Extent2D,
+    output: vk::Extent2D,
+) -> anyhow::Result<(Box<dyn Domain>, String)> {
+    let host = || -> anyhow::Result<Box<dyn Domain>> {
+        Ok(Box::new(host::HostDomain::new(gpu, ml, render, output)?))
+    };
+    match ml.shared_domain {
+        DomainChoice::Host => Ok((
+            host()?,
+            "cuda domain not used: upscale.shared_domain = \"host\"".into(),
+        )),
+        DomainChoice::Cuda => {
+            let ordinal = cuda::availability(gpu, ml).map_err(|why| {
+                anyhow::anyhow!(
+                    "the cuda domain (upscale.shared_domain = \"cuda\") cannot run here: {why}"
+                )
+            })?;
+            let domain = cuda::CudaDomain::new(gpu, ml, ordinal, render, output)
+                .context("starting the cuda domain")?;
+            Ok((Box::new(domain), "forced by upscale.shared_domain".into()))
+        }
+        DomainChoice::Auto => match cuda::availability(gpu, ml) {
+            Ok(ordinal) => match cuda::CudaDomain::new(gpu, ml, ordinal, render, output) {
+                Ok(domain) => Ok((Box::new(domain), "chosen automatically".into())),
+                Err(e) => {
+                    tracing::warn!("cuda domain failed to start, using host: {e:#}");
+                    Ok((host()?, format!("cuda domain failed to start: {e:#}")))
+                }
+            },
+            Err(why) => Ok((host()?, format!("cuda domain unavailable: {why}"))),
+        },
+    }
 }
 
 impl SharedMemory {
     pub fn new(gpu: &Gpu, ml: &MlSettings, input: &Image, output: &Image) -> anyhow::Result<Self> {
-        let domain = Box::new(host::HostDomain::new(
-            gpu,
-            ml,
-            input.extent(),
-            output.extent(),
-        )?);
+        let (domain, cuda_note) = make_domain(gpu, ml, input.extent(), output.extent())?;
         let to_tensor = pipeline::compute(
             gpu,
             "image_to_tensor",
@@ -79,10 +172,6 @@ impl SharedMemory {
         )?;
         let sampler =
             gpu::image::create_sampler(gpu, "image_to_tensor sampler", false, false, 0.0)?;
-        let cuda_note = match cuda_status(gpu, ml) {
-            Ok(()) => "cuda domain: device and runtime qualify, not in this build yet".into(),
-            Err(why) => format!("cuda domain unavailable: {why}"),
-        };
         Ok(Self {
             domain,
             to_tensor,
@@ -93,32 +182,15 @@ impl SharedMemory {
     }
 }
 
-/// Whether the GPU domain could run here: opaque-fd memory and semaphore export on the Vulkan
-/// device, and an ONNX Runtime library with the CUDA execution provider.
-pub fn cuda_status(gpu: &Gpu, ml: &MlSettings) -> Result<(), String> {
-    let mut missing = Vec::new();
-    if !gpu.info.external_memory_fd {
-        missing.push(format!("{} lacks VK_KHR_external_memory_fd", gpu.info.name));
+impl SharedMemory {
+    /// The domain runs on the GPU (no host step).
+    fn on_device(&self) -> bool {
+        self.domain.name() == "cuda"
     }
-    if !gpu.info.external_semaphore_fd {
-        missing.push(format!(
-            "{} lacks VK_KHR_external_semaphore_fd",
-            gpu.info.name
-        ));
-    }
-    match ml.runtime() {
-        Ok(rt) if rt.providers.iter().any(|p| p == "CUDAExecutionProvider") => {}
-        Ok(rt) => missing.push(format!(
-            "ONNX Runtime {} has no CUDAExecutionProvider (has {})",
-            rt.version,
-            rt.providers.join(", ")
-        )),
-        Err(e) => missing.push(e),
-    }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(missing.join("; "))
+
+    /// The domain in use: `host` or `cuda`.
+    pub fn domain_name(&self) -> &'static str {
+        self.domain.name()
     }
 }
 
@@ -133,11 +205,27 @@ impl Upscaler for SharedMemory {
     }
 
     fn schedule(&self) -> Schedule {
-        Schedule::HostSignal
+        if self.on_device() {
+            Schedule::DeviceSignal
+        } else {
+            Schedule::HostSignal
+        }
     }
 
     fn describe(&self) -> String {
-        format!("domain: {} · {}", self.domain.name(), self.cuda_note)
+        format!("domain: {} · {}", self.domain.label(), self.cuda_note)
+    }
+
+    fn device_sync(&mut self) -> Option<DeviceSync> {
+        self.domain.device_sync()
+    }
+
+    fn run_device(&mut self, gpu: &Gpu, slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
+        self.domain.queue_on_device(gpu, slot, times)
+    }
+
+    fn collect_gpu(&mut self, slot: usize, spans: &mut Vec<(&'static str, f64)>) {
+        self.domain.collect_gpu(slot, spans);
     }
 
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
@@ -156,16 +244,19 @@ impl Upscaler for SharedMemory {
         );
         let (x, y) = groups(io.input.extent());
         device.cmd_dispatch(io.cmd, x, y, 1);
-        // The runtime reads the tensor on the host once the timeline value of A is reached.
-        barrier::memory(
-            device,
-            io.cmd,
-            (
-                vk::PipelineStageFlags2::COMPUTE_SHADER,
-                vk::AccessFlags2::SHADER_STORAGE_WRITE,
-            ),
-            (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
-        );
+        if !self.on_device() {
+            // The runtime reads the tensor on the host once the timeline value of A is reached.
+            // (On the device, A's semaphore signal orders the write before CUDA's read.)
+            barrier::memory(
+                device,
+                io.cmd,
+                (
+                    vk::PipelineStageFlags2::COMPUTE_SHADER,
+                    vk::AccessFlags2::SHADER_STORAGE_WRITE,
+                ),
+                (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
+            );
+        }
         io.timestamps.end(io.gpu, io.cmd, span);
         Ok(())
     }
@@ -176,16 +267,19 @@ impl Upscaler for SharedMemory {
 
     unsafe fn record_after(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
         let device = &io.gpu.device;
-        // The runtime wrote the output tensor on the host before signalling the value B waits on.
-        barrier::memory(
-            device,
-            io.cmd,
-            (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_WRITE),
-            (
-                vk::PipelineStageFlags2::COMPUTE_SHADER,
-                vk::AccessFlags2::SHADER_STORAGE_READ,
-            ),
-        );
+        if !self.on_device() {
+            // The runtime wrote the output tensor on the host before signalling the value B
+            // waits on. (On the device, B's semaphore wait orders CUDA's write before the read.)
+            barrier::memory(
+                device,
+                io.cmd,
+                (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_WRITE),
+                (
+                    vk::PipelineStageFlags2::COMPUTE_SHADER,
+                    vk::AccessFlags2::SHADER_STORAGE_READ,
+                ),
+            );
+        }
         let span = io.timestamps.begin(io.gpu, io.cmd, "from_tensor");
         device.cmd_bind_pipeline(io.cmd, vk::PipelineBindPoint::COMPUTE, self.from_tensor.raw);
         pipeline::push_descriptors(
