@@ -125,6 +125,8 @@ impl ScenePass {
                 color_format: COLOR_FORMAT,
                 depth: Some((DEPTH_FORMAT, false)),
                 cull: vk::CullModeFlags::NONE,
+                samples: vk::SampleCountFlags::TYPE_1,
+                fragment_spec: &[],
             },
         )?;
         let attributes = vertex_attributes();
@@ -141,6 +143,8 @@ impl ScenePass {
                 color_format: COLOR_FORMAT,
                 depth: Some((DEPTH_FORMAT, true)),
                 cull: vk::CullModeFlags::BACK,
+                samples: vk::SampleCountFlags::TYPE_1,
+                fragment_spec: &[],
             },
         )?;
         let textures = upload_texture_array(gpu, layers)?;
