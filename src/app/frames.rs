@@ -14,6 +14,7 @@ use ash::vk;
 
 use super::config::Config;
 use super::paths;
+use super::session::check_msaa;
 use crate::game::camera::Camera;
 use crate::game::poses::Pose;
 use crate::game::{textures, world::World};
@@ -57,6 +58,11 @@ impl FrameSource {
                 gpu.info.name
             );
         }
+        check_msaa(
+            config.render.msaa,
+            &gpu.info.msaa_sample_counts,
+            &gpu.info.name,
+        )?;
         let layers = textures::load_all(&paths::root().join("assets"))?;
         let world = World::new(config.game.seed);
         let extent = |(width, height)| vk::Extent2D { width, height };
