@@ -83,6 +83,7 @@ impl Session {
                 width: ow,
                 height: oh,
             },
+            msaa: config.render.msaa,
         };
         let layers = textures::load_all(&paths::root().join("assets"))?;
         let world = World::new(config.game.seed);
