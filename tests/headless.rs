@@ -33,6 +33,7 @@ fn headless_frame_is_a_real_scene_matching_the_reference() {
     assert_eq!(summary.frames, 12);
     assert_eq!(summary.render_size, [160, 90]);
     assert_eq!(summary.output_size, [320, 180]);
+    assert_eq!(summary.msaa, 4);
     assert_eq!(summary.validation_enabled, common::expect_validation());
     assert_eq!(
         summary.validation_errors, 0,
@@ -85,6 +86,7 @@ fn headless_frame_without_msaa_matches_the_aliased_reference() {
         ..Default::default()
     };
     let summary = headless::run(&config, &args).unwrap();
+    assert_eq!(summary.msaa, 1);
     assert_eq!(summary.validation_errors, 0);
     let last = image::open(out.join("last.png")).unwrap().to_rgb8();
     assert_matches_reference(&last, REFERENCE_MSAA1);
