@@ -344,12 +344,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let s = dataset::run(&config, &args)?;
             println!(
-                "{} train + {} val pairs ({}x{} -> {}x{}, reference {}x supersampled) in {} on {}, \
-                 validation errors {}",
+                "{} train + {} val pairs ({}x{} (msaa {}) -> {}x{}, reference {}x supersampled) in \
+                 {} on {}, validation errors {}",
                 s.train.len(),
                 s.val.len(),
                 s.render_size[0],
                 s.render_size[1],
+                s.msaa,
                 s.output_size[0],
                 s.output_size[1],
                 s.supersample,
@@ -542,11 +543,12 @@ fn run_headless(config: &Config, args: HeadlessArgs) -> anyhow::Result<()> {
     let s = headless::run(config, &args)?;
     let f = s.frame_ms.map_or(0.0, |p| p.p50_ms);
     println!(
-        "{} frames of {} at {}x{} -> {}x{} on {}: frame p50 {:.2} ms, validation errors {}",
+        "{} frames of {} at {}x{} (msaa {}) -> {}x{} on {}: frame p50 {:.2} ms, validation errors {}",
         s.frames,
         s.pattern,
         s.render_size[0],
         s.render_size[1],
+        s.msaa,
         s.output_size[0],
         s.output_size[1],
         s.device.name,

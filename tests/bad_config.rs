@@ -60,6 +60,11 @@ fn each_kind_of_bad_config_stops_with_its_message() {
             "render.output_width = 20000: must be 1..=16384 pixels",
         ),
         (
+            "bad_msaa",
+            "[render]\nmsaa = 3",
+            "render.msaa = 3: must be one of 1, 2, 4, 8 (samples per pixel; 1 = no MSAA)",
+        ),
+        (
             "bad_provider",
             "[onnxruntime]\nexecution_provider = \"tpu\"",
             "onnxruntime.execution_provider = \"tpu\": one of: cpu, cuda",

@@ -8,16 +8,17 @@ use std::path::Path;
 use upscale_demo::app::headless::{self, HeadlessArgs};
 use upscale_demo::upscale::Pattern;
 
-const REFERENCE: &str = "tests/reference/headless_320x180_frame11.png";
+/// Frame 11 with the default `render.msaa` (4).
+const REFERENCE: &str = "tests/reference/headless_320x180_frame11_msaa4.png";
+/// The same frame without MSAA, as the game rendered it before `render.msaa` existed.
+const REFERENCE_MSAA1: &str = "tests/reference/headless_320x180_frame11_msaa1.png";
 
 /// Frame 11 of the scripted path, bilinear, must be a real scene and match the stored reference.
-/// Tolerance: mean absolute difference ≤ 1.0 level per channel and ≤ 0.5 % of channels off by
-/// more than 24 levels (rasterisation and LLVM code generation may differ slightly between CPUs).
-/// `UPDATE_REFERENCE=1 cargo test --test headless` rewrites the reference after a deliberate change.
 #[test]
 fn headless_frame_is_a_real_scene_matching_the_reference() {
     let out = common::out_dir("headless_reference");
     let config = common::small_config();
+    assert_eq!(config.render.msaa, 4, "the default");
     let summary = headless::run(
         &config,
         &HeadlessArgs {
@@ -32,6 +33,7 @@ fn headless_frame_is_a_real_scene_matching_the_reference() {
     assert_eq!(summary.frames, 12);
     assert_eq!(summary.render_size, [160, 90]);
     assert_eq!(summary.output_size, [320, 180]);
+    assert_eq!(summary.msaa, 4);
     assert_eq!(summary.validation_enabled, common::expect_validation());
     assert_eq!(
         summary.validation_errors, 0,
@@ -67,18 +69,45 @@ fn headless_frame_is_a_real_scene_matching_the_reference() {
     assert_eq!(last.dimensions(), (320, 180));
     let std = common::luma_std(&last);
     assert!(std > 20.0, "last.png looks blank (luma std {std:.1})");
+    assert_matches_reference(&last, REFERENCE);
+}
 
-    let reference_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(REFERENCE);
+/// With `render.msaa = 1` the scene pass is the single-sample pass it was before MSAA: the frame
+/// matches the reference recorded then (unchanged file).
+#[test]
+fn headless_frame_without_msaa_matches_the_aliased_reference() {
+    let out = common::out_dir("headless_reference_msaa1");
+    let mut config = common::small_config();
+    config.render.msaa = 1;
+    let args = HeadlessArgs {
+        frames: 12,
+        out: out.clone(),
+        pattern: Some(Pattern::Bilinear),
+        ..Default::default()
+    };
+    let summary = headless::run(&config, &args).unwrap();
+    assert_eq!(summary.msaa, 1);
+    assert_eq!(summary.validation_errors, 0);
+    let last = image::open(out.join("last.png")).unwrap().to_rgb8();
+    assert_matches_reference(&last, REFERENCE_MSAA1);
+}
+
+/// Tolerance: mean absolute difference ≤ 1.0 level per channel and ≤ 0.5 % of channels off by
+/// more than 24 levels (rasterisation and LLVM code generation may differ slightly between CPUs).
+/// `UPDATE_REFERENCE=1 cargo test --test headless` rewrites the references after a deliberate
+/// change.
+fn assert_matches_reference(last: &image::RgbImage, reference: &str) {
+    let reference_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(reference);
     if std::env::var("UPDATE_REFERENCE").as_deref() == Ok("1") {
         last.save(&reference_path).unwrap();
     }
-    let reference = image::open(&reference_path)
-        .unwrap_or_else(|e| panic!("{REFERENCE}: {e} (UPDATE_REFERENCE=1 recreates it)"))
+    let expected = image::open(&reference_path)
+        .unwrap_or_else(|e| panic!("{reference}: {e} (UPDATE_REFERENCE=1 recreates it)"))
         .to_rgb8();
-    let (mean, far) = common::image_diff(&last, &reference, 24);
+    let (mean, far) = common::image_diff(last, &expected, 24);
     assert!(
         mean <= 1.0 && far <= 0.005,
-        "differs from {REFERENCE}: mean {mean:.3}, far {far:.4}"
+        "differs from {reference}: mean {mean:.3}, far {far:.4}"
     );
 }
 

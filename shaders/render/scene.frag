@@ -1,5 +1,6 @@
 #version 450
 #include "render/common.glsl"
+#include "render/scene_output.glsl"
 
 layout(location = 0) in vec3 normal;
 layout(location = 1) in vec2 uv;
@@ -27,5 +28,5 @@ void main() {
     lit += tint.rgb * pc.params.x;
     float fog = 1.0 - exp(-max(view_depth - 20.0, 0.0) * 0.012);
     lit = mix(lit, vec3(0.62, 0.72, 0.85), fog);
-    color = vec4(srgb_encode(lit), 1.0);
+    color = scene_output(lit);
 }

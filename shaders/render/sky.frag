@@ -1,5 +1,6 @@
 #version 450
 #include "render/common.glsl"
+#include "render/scene_output.glsl"
 
 layout(location = 0) in vec2 uv;
 layout(location = 0) out vec4 color;
@@ -17,5 +18,5 @@ void main() {
     // Thin high-altitude bands: fine detail in the background too.
     float bands = smoothstep(0.92, 1.0, sin(dir.y * 180.0 + dir.x * 40.0)) * smoothstep(0.05, 0.4, dir.y);
     c = mix(c, vec3(0.95), bands * 0.25);
-    color = vec4(srgb_encode(c), 1.0);
+    color = scene_output(c);
 }

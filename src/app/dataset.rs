@@ -30,6 +30,8 @@ pub struct DatasetSummary {
     pub seed: u64,
     pub render_size: [u32; 2],
     pub output_size: [u32; 2],
+    /// Samples per pixel of the scene pass (`render.msaa`), for both images of a pair.
+    pub msaa: u32,
     pub supersample: u32,
     pub device: String,
     pub validation_errors: u32,
@@ -107,6 +109,7 @@ pub fn run(config: &Config, args: &DatasetArgs) -> anyhow::Result<DatasetSummary
         seed: args.seed,
         render_size: [source.render.0, source.render.1],
         output_size: [source.output.0, source.output.1],
+        msaa: source.msaa,
         supersample: args.supersample,
         device: source.gpu.info.name.clone(),
         validation_errors: source.gpu.validation_errors(),

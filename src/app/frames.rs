@@ -1,11 +1,12 @@
 //! Low-resolution / supersampled frame pairs of arbitrary camera poses, for the dataset and
 //! quality tools.
 //!
-//! The low-resolution frame is the game's own scene image at the configured render size. The
-//! reference is the same view rendered at `supersample ×` the output size and box-filtered down
-//! on the CPU, averaging in linear light: the scene image is display-encoded (sRGB-like), and
-//! averaging encoded values would darken thin bright features (orbs, fence wires against the sky)
-//! compared with what a camera with a real pixel footprint would see.
+//! The low-resolution frame is the game's own scene image at the configured render size and
+//! `render.msaa`. The reference is the same view rendered by the same pass (so with the same
+//! MSAA) at `supersample ×` the output size and box-filtered down on the CPU, averaging in linear
+//! light: the scene image is display-encoded (sRGB-like), and averaging encoded values would
+//! darken thin bright features (orbs, fence wires against the sky) compared with what a camera
+//! with a real pixel footprint would see.
 
 use std::mem::ManuallyDrop;
 
@@ -14,6 +15,7 @@ use ash::vk;
 
 use super::config::Config;
 use super::paths;
+use super::session::check_msaa;
 use crate::game::camera::Camera;
 use crate::game::poses::Pose;
 use crate::game::{textures, world::World};
@@ -33,6 +35,8 @@ pub struct FrameSource {
     supersample: u32,
     pub render: (u32, u32),
     pub output: (u32, u32),
+    /// Samples per pixel of the scene pass, at both sizes (`render.msaa`).
+    pub msaa: u32,
     /// Declared last: dropped after the offscreen resources were destroyed in `Drop`.
     pub gpu: Gpu,
 }
@@ -57,10 +61,13 @@ impl FrameSource {
                 gpu.info.name
             );
         }
+        let msaa = config.render.msaa;
+        check_msaa(msaa, &gpu.info.msaa_sample_counts, &gpu.info.name)?;
         let layers = textures::load_all(&paths::root().join("assets"))?;
         let world = World::new(config.game.seed);
         let extent = |(width, height)| vk::Extent2D { width, height };
-        let offscreen = Offscreen::new(&gpu, &world, &layers, &[extent(render), extent(big)])
+        let sizes = [extent(render), extent(big)];
+        let offscreen = Offscreen::new(&gpu, &world, &layers, &sizes, msaa)
             .context("creating the offscreen scene targets")?;
         Ok(Self {
             offscreen: ManuallyDrop::new(offscreen),
@@ -69,6 +76,7 @@ impl FrameSource {
             supersample,
             render,
             output,
+            msaa,
             gpu,
         })
     }

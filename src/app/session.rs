@@ -70,6 +70,11 @@ impl Session {
         }
         let ((rw, rh), (ow, oh)) = config.sizes();
         check_device_limit((ow, oh), gpu.info.max_image_dimension_2d, &gpu.info.name)?;
+        check_msaa(
+            config.render.msaa,
+            &gpu.info.msaa_sample_counts,
+            &gpu.info.name,
+        )?;
         let sizes = Sizes {
             render: vk::Extent2D {
                 width: rw,
@@ -79,6 +84,7 @@ impl Session {
                 width: ow,
                 height: oh,
             },
+            msaa: config.render.msaa,
         };
         let layers = textures::load_all(&paths::root().join("assets"))?;
         let world = World::new(config.game.seed);
@@ -464,6 +470,23 @@ pub fn check_device_limit(output: (u32, u32), limit: u32, device: &str) -> anyho
     Ok(())
 }
 
+/// The device must support `render.msaa` samples per pixel for colour and depth attachments
+/// (`supported`: those counts; the config allows 1, 2, 4 and 8).
+pub fn check_msaa(msaa: u32, supported: &[u32], device: &str) -> anyhow::Result<()> {
+    if !supported.contains(&msaa) {
+        let list = supported
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        anyhow::bail!(
+            "render.msaa = {msaa}: {device} supports {list} samples per pixel for colour and \
+             depth attachments; set render.msaa to one of those in the config"
+        );
+    }
+    Ok(())
+}
+
 /// The ML settings from the config, with paths resolved against the project.
 pub fn ml_settings(config: &Config) -> anyhow::Result<MlSettings> {
     let ort = &config.onnxruntime;
@@ -491,6 +514,18 @@ mod tests {
             e,
             "render.output_width/output_height = 4096x4097: larger than Small GPU allows \
              (4096 pixels per side); lower the output size in the config"
+        );
+    }
+
+    #[test]
+    fn msaa_the_device_lacks_is_refused_with_what_it_has() {
+        check_msaa(4, &[1, 4], "llvmpipe").unwrap();
+        check_msaa(1, &[1, 2, 4, 8], "Big GPU").unwrap();
+        let e = check_msaa(8, &[1, 4], "llvmpipe").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "render.msaa = 8: llvmpipe supports 1, 4 samples per pixel for colour and depth \
+             attachments; set render.msaa to one of those in the config"
         );
     }
 

@@ -42,6 +42,8 @@ pub struct Summary {
     pub device: Device,
     pub render_size: [u32; 2],
     pub output_size: [u32; 2],
+    /// Samples per pixel of the scene pass (`render.msaa`).
+    pub msaa: u32,
     pub validation_errors: u32,
     pub validation_enabled: bool,
     /// Over the measured window (the last frames kept by the stats).
@@ -123,6 +125,7 @@ impl Summary {
             },
             render_size: [sizes.render.width, sizes.render.height],
             output_size: [sizes.output.width, sizes.output.height],
+            msaa: sizes.msaa,
             validation_errors: gpu.validation_errors(),
             validation_enabled: gpu.instance.validation_enabled,
             frame_ms: renderer.stats.frame_ms(),

@@ -44,6 +44,13 @@ pub const DEPTH_REUSE: State = state(
     vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE,
     vk::ImageLayout::UNDEFINED,
 );
+/// A colour attachment only render passes use (the scene's multisampled one), whose previous
+/// contents are not needed: the previous pass's writes (draws, store) must be done first.
+pub const ATTACHMENT_REUSE: State = state(
+    vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,
+    vk::AccessFlags2::COLOR_ATTACHMENT_WRITE,
+    vk::ImageLayout::UNDEFINED,
+);
 /// A swapchain image just acquired: the acquire semaphore wait (at colour output) orders it.
 pub const ACQUIRED: State = state(
     vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT,

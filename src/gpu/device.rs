@@ -21,6 +21,8 @@ pub struct DeviceInfo {
     /// 0 when the queue cannot write timestamps; GPU stage times are then reported as missing.
     pub timestamp_valid_bits: u32,
     pub max_image_dimension_2d: u32,
+    /// Samples per pixel that both colour and depth attachments may have (`render.msaa`).
+    pub msaa_sample_counts: Vec<u32>,
     /// Alignment of flush/invalidate ranges for non-coherent host memory.
     pub non_coherent_atom_size: u64,
     /// VK_EXT_external_memory_host is there (the host-memory domain of the shared-memory pattern).
@@ -292,6 +294,10 @@ fn read_info(instance: &ash::Instance, pd: vk::PhysicalDevice, family: u32) -> D
         timestamp_period: props.limits.timestamp_period,
         timestamp_valid_bits: families[family as usize].timestamp_valid_bits,
         max_image_dimension_2d: props.limits.max_image_dimension2_d,
+        msaa_sample_counts: super::image::sample_counts(
+            props.limits.framebuffer_color_sample_counts
+                & props.limits.framebuffer_depth_sample_counts,
+        ),
         non_coherent_atom_size: props.limits.non_coherent_atom_size,
         external_memory_host: has(ext::external_memory_host::NAME),
         min_imported_host_pointer_alignment: host.min_imported_host_pointer_alignment,

@@ -14,6 +14,11 @@ pub struct ImageDesc {
     pub usage: vk::ImageUsageFlags,
     pub mip_levels: u32,
     pub layers: u32,
+    /// Samples per pixel (TYPE_1 except for multisampled attachments).
+    pub samples: vk::SampleCountFlags,
+    /// Formats that views of this image may have besides `format` (MUTABLE_FORMAT with a format
+    /// list, so drivers can keep compression for the listed ones); empty for most images.
+    pub view_formats: &'static [vk::Format],
 }
 
 impl ImageDesc {
@@ -24,6 +29,8 @@ impl ImageDesc {
             usage,
             mip_levels: 1,
             layers: 1,
+            samples: vk::SampleCountFlags::TYPE_1,
+            view_formats: &[],
         }
     }
 
@@ -64,7 +71,11 @@ impl Image {
     }
 
     pub fn new(gpu: &Gpu, name: &str, desc: ImageDesc) -> Result<Self> {
-        let info = vk::ImageCreateInfo::default()
+        let formats: Vec<vk::Format> = std::iter::once(desc.format)
+            .chain(desc.view_formats.iter().copied())
+            .collect();
+        let mut format_list = vk::ImageFormatListCreateInfo::default().view_formats(&formats);
+        let mut info = vk::ImageCreateInfo::default()
             .image_type(vk::ImageType::TYPE_2D)
             .format(desc.format)
             .extent(vk::Extent3D {
@@ -74,10 +85,15 @@ impl Image {
             })
             .mip_levels(desc.mip_levels)
             .array_layers(desc.layers)
-            .samples(vk::SampleCountFlags::TYPE_1)
+            .samples(desc.samples)
             .tiling(vk::ImageTiling::OPTIMAL)
             .usage(desc.usage)
             .initial_layout(vk::ImageLayout::UNDEFINED);
+        if !desc.view_formats.is_empty() {
+            info = info
+                .flags(vk::ImageCreateFlags::MUTABLE_FORMAT)
+                .push_next(&mut format_list);
+        }
         let raw = unsafe { gpu.device.create_image(&info, None)? };
         let requirements = unsafe { gpu.device.get_image_memory_requirements(raw) };
         let allocation = gpu.allocator().allocate(&AllocationCreateDesc {
@@ -123,6 +139,28 @@ impl Image {
         self.desc.extent
     }
 
+    /// A second view of the whole image in another of its `view_formats`, for `usage` only (the
+    /// image's other usages may not hold for that format). The caller destroys it before the image.
+    pub fn format_view(
+        &self,
+        gpu: &Gpu,
+        name: &str,
+        format: vk::Format,
+        usage: vk::ImageUsageFlags,
+    ) -> Result<vk::ImageView> {
+        debug_assert!(self.desc.view_formats.contains(&format));
+        let mut usage_info = vk::ImageViewUsageCreateInfo::default().usage(usage);
+        let info = vk::ImageViewCreateInfo::default()
+            .image(self.raw)
+            .view_type(vk::ImageViewType::TYPE_2D)
+            .format(format)
+            .subresource_range(self.desc.range())
+            .push_next(&mut usage_info);
+        let view = unsafe { gpu.device.create_image_view(&info, None)? };
+        gpu.name(view, name);
+        Ok(view)
+    }
+
     pub fn destroy(self, gpu: &Gpu) {
         unsafe {
             gpu.device.destroy_image_view(self.view, None);
@@ -130,6 +168,23 @@ impl Image {
         }
         let _ = gpu.allocator().free(self.allocation);
     }
+}
+
+/// The flag for `n` samples per pixel (1, 2, 4 ... 64).
+pub fn sample_count(n: u32) -> vk::SampleCountFlags {
+    assert!(
+        n.is_power_of_two() && n <= 64,
+        "{n} samples per pixel is not a Vulkan sample count"
+    );
+    vk::SampleCountFlags::from_raw(n)
+}
+
+/// The sample counts set in `flags`, as numbers of samples, ascending.
+pub fn sample_counts(flags: vk::SampleCountFlags) -> Vec<u32> {
+    (0..7)
+        .map(|bit| 1u32 << bit)
+        .filter(|&n| flags.contains(vk::SampleCountFlags::from_raw(n)))
+        .collect()
 }
 
 /// A sampler; linear filtering or nearest, always clamped to the edge (no wrap across borders).
@@ -181,4 +236,29 @@ pub fn whole_copy(extent: vk::Extent2D) -> vk::BufferImageCopy {
             height: extent.height,
             depth: 1,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_counts_are_numbers_of_samples() {
+        assert_eq!(sample_count(1), vk::SampleCountFlags::TYPE_1);
+        assert_eq!(sample_count(4), vk::SampleCountFlags::TYPE_4);
+        assert_eq!(sample_count(8), vk::SampleCountFlags::TYPE_8);
+        let lavapipe = vk::SampleCountFlags::TYPE_1 | vk::SampleCountFlags::TYPE_4;
+        assert_eq!(sample_counts(lavapipe), [1, 4]);
+        assert_eq!(
+            sample_counts(vk::SampleCountFlags::from_raw(0x7f)),
+            [1, 2, 4, 8, 16, 32, 64]
+        );
+        assert!(sample_counts(vk::SampleCountFlags::empty()).is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "3 samples per pixel")]
+    fn three_samples_is_not_a_sample_count() {
+        sample_count(3);
+    }
 }

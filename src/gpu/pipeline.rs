@@ -109,13 +109,7 @@ pub fn compute_specialized(
         push_size,
     )?;
     let module = shader_module(gpu, name, spirv)?;
-    let entries: Vec<vk::SpecializationMapEntry> = (0..spec.len() as u32)
-        .map(|i| vk::SpecializationMapEntry {
-            constant_id: i,
-            offset: i * 4,
-            size: 4,
-        })
-        .collect();
+    let entries = spec_entries(spec);
     let spec_info = vk::SpecializationInfo::default()
         .map_entries(&entries)
         .data(bytemuck::cast_slice(spec));
@@ -143,6 +137,17 @@ pub fn compute_specialized(
     })
 }
 
+/// Map entries for 32-bit specialization constants with constant_id = index.
+fn spec_entries(spec: &[u32]) -> Vec<vk::SpecializationMapEntry> {
+    (0..spec.len() as u32)
+        .map(|i| vk::SpecializationMapEntry {
+            constant_id: i,
+            offset: i * 4,
+            size: 4,
+        })
+        .collect()
+}
+
 /// What differs between the program's graphics pipelines.
 pub struct GraphicsDesc<'a> {
     pub name: &'a str,
@@ -155,6 +160,10 @@ pub struct GraphicsDesc<'a> {
     pub color_format: vk::Format,
     pub depth: Option<(vk::Format, bool)>,
     pub cull: vk::CullModeFlags,
+    /// Samples per pixel of the attachments (TYPE_1 unless multisampled).
+    pub samples: vk::SampleCountFlags,
+    /// The fragment shader's 32-bit specialization constants (constant_id = index).
+    pub fragment_spec: &'a [u32],
 }
 
 pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
@@ -162,15 +171,23 @@ pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
     let (set_layout, layout) = layout(gpu, desc.name, desc.bindings, stages_flags, desc.push_size)?;
     let vs = shader_module(gpu, desc.name, desc.vertex)?;
     let fs = shader_module(gpu, desc.name, desc.fragment)?;
+    let entries = spec_entries(desc.fragment_spec);
+    let spec_info = vk::SpecializationInfo::default()
+        .map_entries(&entries)
+        .data(bytemuck::cast_slice(desc.fragment_spec));
+    let mut fragment = vk::PipelineShaderStageCreateInfo::default()
+        .stage(vk::ShaderStageFlags::FRAGMENT)
+        .module(fs)
+        .name(c"main");
+    if !desc.fragment_spec.is_empty() {
+        fragment = fragment.specialization_info(&spec_info);
+    }
     let stages = [
         vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::VERTEX)
             .module(vs)
             .name(c"main"),
-        vk::PipelineShaderStageCreateInfo::default()
-            .stage(vk::ShaderStageFlags::FRAGMENT)
-            .module(fs)
-            .name(c"main"),
+        fragment,
     ];
     let vb = [vk::VertexInputBindingDescription {
         binding: 0,
@@ -193,8 +210,8 @@ pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
         .cull_mode(desc.cull)
         .front_face(vk::FrontFace::COUNTER_CLOCKWISE)
         .line_width(1.0);
-    let multisample = vk::PipelineMultisampleStateCreateInfo::default()
-        .rasterization_samples(vk::SampleCountFlags::TYPE_1);
+    let multisample =
+        vk::PipelineMultisampleStateCreateInfo::default().rasterization_samples(desc.samples);
     let (depth_format, depth_write) = desc.depth.unwrap_or((vk::Format::UNDEFINED, false));
     let depth = vk::PipelineDepthStencilStateCreateInfo::default()
         .depth_test_enable(desc.depth.is_some())

@@ -30,7 +30,8 @@ use crate::upscale::{self, FrameIo, MlSettings, Pattern, Schedule, Upscaler};
 /// What the right side of the divider shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CompareSide {
-    /// The scene rendered at output resolution (one sample per pixel), no upscaling.
+    /// The scene rendered at output resolution by the game's scene pass (its `render.msaa`), no
+    /// upscaling.
     Native,
     /// A second upscaler of this pattern on the same low-resolution frame.
     Pattern(Pattern),
@@ -138,12 +139,13 @@ impl Compare {
         side: CompareSide,
         current: Pattern,
         ml: &MlSettings,
+        scene: &ScenePass,
         input: &Image,
         output: vk::Extent2D,
     ) -> anyhow::Result<Self> {
         side.support(current).map_err(anyhow::Error::msg)?;
         let mut parts = Parts::default();
-        match Self::build(gpu, side, ml, input, output, &mut parts) {
+        match Self::build(gpu, side, ml, scene, input, output, &mut parts) {
             Ok(compare) => Ok(compare),
             Err(e) => {
                 parts.destroy(gpu);
@@ -156,11 +158,13 @@ impl Compare {
         gpu: &Gpu,
         side: CompareSide,
         ml: &MlSettings,
+        scene: &ScenePass,
         input: &Image,
         output: vk::Extent2D,
         parts: &mut Parts,
     ) -> anyhow::Result<Self> {
-        parts.native = Some(SceneTargets::new(gpu, output)?);
+        // The same pass as the game's frame, at output size: the same MSAA.
+        parts.native = Some(scene.targets(gpu, output)?);
         if let CompareSide::Pattern(pattern) = side {
             let image = parts.image.insert(Image::new(
                 gpu,

@@ -40,6 +40,8 @@ impl CompositePass {
                 color_format: format,
                 depth: None,
                 cull: vk::CullModeFlags::NONE,
+                samples: vk::SampleCountFlags::TYPE_1,
+                fragment_spec: &[],
             },
         )?;
         Ok(Self {

@@ -7,6 +7,7 @@ pub mod composite;
 pub mod offscreen;
 pub mod overlay;
 pub mod scene;
+mod scene_targets;
 pub mod stats;
 
 use std::time::Instant;
@@ -91,6 +92,8 @@ pub struct Renderer {
 pub struct Sizes {
     pub render: vk::Extent2D,
     pub output: vk::Extent2D,
+    /// Samples per pixel of the scene pass (`render.msaa`; 1: no MSAA).
+    pub msaa: u32,
 }
 
 impl Renderer {
@@ -106,8 +109,8 @@ impl Renderer {
         let frames = (0..FRAMES_IN_FLIGHT)
             .map(|i| Frame::new(gpu, i))
             .collect::<gpu::Result<Vec<_>>>()?;
-        let scene = ScenePass::new(gpu, world, textures)?;
-        let targets = SceneTargets::new(gpu, sizes.render)?;
+        let scene = ScenePass::new(gpu, world, textures, sizes.msaa)?;
+        let targets = scene.targets(gpu, sizes.render)?;
         let output = Image::new(
             gpu,
             "upscaled output",
@@ -179,6 +182,7 @@ impl Renderer {
         Sizes {
             render: self.targets.color.extent(),
             output: self.output.extent(),
+            msaa: self.scene.msaa(),
         }
     }
 
@@ -224,6 +228,7 @@ impl Renderer {
                 side,
                 self.upscaler.pattern(),
                 &self.ml,
+                &self.scene,
                 &self.targets.color,
                 self.output.extent(),
             )?),

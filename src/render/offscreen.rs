@@ -1,9 +1,10 @@
 //! The scene pass rendered offscreen at one or more sizes, read back to host memory as RGBA8.
 //!
 //! Used by the dataset and quality tools: the low-resolution image is exactly what the game's
-//! frame loop feeds the upscalers (same `ScenePass`, same `SceneTargets` format and size), and a
-//! larger size of the same view gives the supersampled reference. No frame loop, no upscaler: one
-//! `Gpu::one_shot` per view, which also waits, so the readbacks are complete when it returns.
+//! frame loop feeds the upscalers (same `ScenePass`, same `SceneTargets` format, size and MSAA),
+//! and a larger size of the same view gives the supersampled reference (with the same MSAA: one
+//! pass draws every size). No frame loop, no upscaler: one `Gpu::one_shot` per view, which also
+//! waits, so the readbacks are complete when it returns.
 
 use ash::vk;
 use gpu_allocator::MemoryLocation;
@@ -30,11 +31,12 @@ impl Offscreen {
         world: &World,
         layers: &[image::RgbaImage],
         sizes: &[vk::Extent2D],
+        msaa: u32,
     ) -> gpu::Result<Self> {
-        let scene = ScenePass::new(gpu, world, layers)?;
+        let scene = ScenePass::new(gpu, world, layers, msaa)?;
         let mut slots = Vec::with_capacity(sizes.len());
         for (i, &size) in sizes.iter().enumerate() {
-            let slot = SceneTargets::new(gpu, size).and_then(|targets| {
+            let slot = scene.targets(gpu, size).and_then(|targets| {
                 let bytes = size.width as u64 * size.height as u64 * 4;
                 match Buffer::new(
                     gpu,

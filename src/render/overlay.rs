@@ -91,9 +91,10 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
             }
             ui.separator();
             ui.small(format!(
-                "render {}x{} -> output {}x{}",
+                "render {}x{} (msaa {}) -> output {}x{}",
                 model.sizes.render.width,
                 model.sizes.render.height,
+                model.sizes.msaa,
                 model.sizes.output.width,
                 model.sizes.output.height
             ));

@@ -1,5 +1,6 @@
 //! The scene pass: sky, then the world's meshes, drawn at render (low) resolution into the
-//! colour image the upscalers read.
+//! colour image the upscalers read. With `render.msaa` > 1 both draw into a multisampled sRGB
+//! attachment that resolves (average, in linear light) into that image at the end of the pass.
 
 use ash::vk;
 use glam::Mat4;
@@ -11,9 +12,16 @@ use crate::gpu::pipeline::{self, Binding, GraphicsDesc};
 use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc, Pipeline};
 use crate::shader;
 
+pub use super::scene_targets::SceneTargets;
+
 /// Format of the low-resolution colour image: display-encoded RGBA8, what ML upscalers take.
 pub const COLOR_FORMAT: vk::Format = vk::Format::R8G8B8A8_UNORM;
-const DEPTH_FORMAT: vk::Format = vk::Format::D32_SFLOAT;
+/// Format of the multisampled colour attachment: the same bytes as `COLOR_FORMAT`, but sRGB, so
+/// the hardware encodes each sample and the resolve averages in linear light. Averaging encoded
+/// values would make every edge darker than the light it mixes (thin bright features fade, thin
+/// dark ones stand out), unlike the dataset's supersampled reference, averaged in linear light.
+pub(super) const MSAA_COLOR_FORMAT: vk::Format = vk::Format::R8G8B8A8_SRGB;
+pub(super) const DEPTH_FORMAT: vk::Format = vk::Format::D32_SFLOAT;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -62,46 +70,9 @@ impl GpuMesh {
     }
 }
 
-/// Render-size targets; recreated together when the render size changes.
-pub struct SceneTargets {
-    /// The low-resolution frame: colour attachment here, sampled/copied by the upscalers.
-    pub color: Image,
-    depth: Image,
-}
-
-impl SceneTargets {
-    pub fn new(gpu: &Gpu, size: vk::Extent2D) -> gpu::Result<Self> {
-        let color = Image::new(
-            gpu,
-            "scene colour (render size)",
-            ImageDesc::new_2d(
-                size,
-                COLOR_FORMAT,
-                vk::ImageUsageFlags::COLOR_ATTACHMENT
-                    | vk::ImageUsageFlags::SAMPLED
-                    | vk::ImageUsageFlags::STORAGE
-                    | vk::ImageUsageFlags::TRANSFER_SRC,
-            ),
-        )?;
-        let depth = Image::new(
-            gpu,
-            "scene depth",
-            ImageDesc::new_2d(
-                size,
-                DEPTH_FORMAT,
-                vk::ImageUsageFlags::DEPTH_STENCIL_ATTACHMENT,
-            ),
-        )?;
-        Ok(Self { color, depth })
-    }
-
-    pub fn destroy(self, gpu: &Gpu) {
-        self.color.destroy(gpu);
-        self.depth.destroy(gpu);
-    }
-}
-
 pub struct ScenePass {
+    /// Samples per pixel of the pipelines and of the targets made by [`ScenePass::targets`].
+    samples: vk::SampleCountFlags,
     sky: Pipeline,
     meshes_pipeline: Pipeline,
     textures: Image,
@@ -111,7 +82,22 @@ pub struct ScenePass {
 }
 
 impl ScenePass {
-    pub fn new(gpu: &Gpu, world: &World, layers: &[image::RgbaImage]) -> gpu::Result<Self> {
+    /// `msaa`: samples per pixel (1, 2, 4 or 8; the device must support it, see
+    /// `render.msaa`).
+    pub fn new(
+        gpu: &Gpu,
+        world: &World,
+        layers: &[image::RgbaImage],
+        msaa: u32,
+    ) -> gpu::Result<Self> {
+        let samples = gpu::image::sample_count(msaa);
+        let single = samples == vk::SampleCountFlags::TYPE_1;
+        // Single-sample: the pass as it was before MSAA, the shaders encode into the UNORM image.
+        let (color_format, fragment_spec): (_, &[u32]) = if single {
+            (COLOR_FORMAT, &[])
+        } else {
+            (MSAA_COLOR_FORMAT, &[vk::FALSE])
+        };
         let sky = pipeline::graphics(
             gpu,
             &GraphicsDesc {
@@ -122,9 +108,11 @@ impl ScenePass {
                 push_size: std::mem::size_of::<SkyPush>() as u32,
                 vertex_stride: 0,
                 attributes: &[],
-                color_format: COLOR_FORMAT,
+                color_format,
                 depth: Some((DEPTH_FORMAT, false)),
                 cull: vk::CullModeFlags::NONE,
+                samples,
+                fragment_spec,
             },
         )?;
         let attributes = vertex_attributes();
@@ -138,9 +126,11 @@ impl ScenePass {
                 push_size: std::mem::size_of::<MeshPush>() as u32,
                 vertex_stride: std::mem::size_of::<Vertex>() as u32,
                 attributes: &attributes,
-                color_format: COLOR_FORMAT,
+                color_format,
                 depth: Some((DEPTH_FORMAT, true)),
                 cull: vk::CullModeFlags::BACK,
+                samples,
+                fragment_spec,
             },
         )?;
         let textures = upload_texture_array(gpu, layers)?;
@@ -159,6 +149,7 @@ impl ScenePass {
             ),
         ];
         Ok(Self {
+            samples,
             sky,
             meshes_pipeline,
             textures,
@@ -168,10 +159,22 @@ impl ScenePass {
         })
     }
 
+    /// Samples per pixel (1: no MSAA).
+    pub fn msaa(&self) -> u32 {
+        self.samples.as_raw()
+    }
+
+    /// Targets of `size` for this pass (its sample count). Not per frame: at start-up, or when
+    /// the compare view is turned on.
+    pub fn targets(&self, gpu: &Gpu, size: vk::Extent2D) -> gpu::Result<SceneTargets> {
+        SceneTargets::new(gpu, size, self.samples)
+    }
+
     /// Draws the world into `targets`; leaves the colour image in `barrier::SAMPLED`.
     ///
     /// # Safety
-    /// `cmd` is recording outside a rendering scope.
+    /// `cmd` is recording outside a rendering scope; `targets` were made by
+    /// [`ScenePass::targets`].
     pub unsafe fn record(
         &mut self,
         gpu: &Gpu,
@@ -180,30 +183,24 @@ impl ScenePass {
         world: &World,
     ) {
         let device = &gpu.device;
+        debug_assert_eq!(targets.samples(), self.samples, "targets of another pass");
         let extent = targets.color.extent();
-        barrier::transition(
-            device,
-            cmd,
-            &[
-                Transition {
-                    image: targets.color.raw,
-                    range: targets.color.desc.range(),
-                    from: barrier::REUSE,
-                    to: barrier::COLOR_WRITE,
-                },
-                Transition {
-                    image: targets.depth.raw,
-                    range: targets.depth.desc.range(),
-                    from: barrier::DEPTH_REUSE,
-                    to: barrier::DEPTH_WRITE,
-                },
-            ],
-        );
-        let color = [vk::RenderingAttachmentInfo::default()
-            .image_view(targets.color.view)
-            .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
-            .load_op(vk::AttachmentLoadOp::DONT_CARE)
-            .store_op(vk::AttachmentStoreOp::STORE)];
+        let mut transitions = vec![
+            targets
+                .color
+                .transition(barrier::REUSE, barrier::COLOR_WRITE),
+            targets
+                .depth
+                .transition(barrier::DEPTH_REUSE, barrier::DEPTH_WRITE),
+        ];
+        if let Some(ms) = &targets.multisampled {
+            transitions.push(
+                ms.color
+                    .transition(barrier::ATTACHMENT_REUSE, barrier::COLOR_WRITE),
+            );
+        }
+        barrier::transition(device, cmd, &transitions);
+        let color = [color_attachment(targets)];
         let depth = vk::RenderingAttachmentInfo::default()
             .image_view(targets.depth.view)
             .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
@@ -298,6 +295,26 @@ impl ScenePass {
         for (_, mesh) in self.meshes {
             mesh.destroy(gpu);
         }
+    }
+}
+
+/// The colour attachment: the scene image itself, or the multisampled image resolving into it.
+/// Its old contents are never loaded: the sky covers every sample.
+fn color_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
+    let info = vk::RenderingAttachmentInfo::default()
+        .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+        .load_op(vk::AttachmentLoadOp::DONT_CARE);
+    match &targets.multisampled {
+        None => info
+            .image_view(targets.color.view)
+            .store_op(vk::AttachmentStoreOp::STORE),
+        // Only the resolved pixels are kept: the samples need not be written back to memory.
+        Some(ms) => info
+            .image_view(ms.color.view)
+            .store_op(vk::AttachmentStoreOp::DONT_CARE)
+            .resolve_mode(vk::ResolveModeFlags::AVERAGE)
+            .resolve_image_view(ms.resolve_view)
+            .resolve_image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL),
     }
 }
 

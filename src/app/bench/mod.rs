@@ -226,6 +226,7 @@ fn new_report(config: &Config, args: &BenchArgs) -> BenchReport {
             frames: args.frames,
             psnr_frames,
             supersample: args.supersample,
+            msaa: config.render.msaa,
             overlay: true,
             config_file: args.config_file.clone(),
         },

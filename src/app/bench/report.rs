@@ -108,6 +108,8 @@ pub struct ConfigReport {
     pub psnr_frames: Vec<u64>,
     /// The native reference is rendered at this many times the output size, box-filtered.
     pub supersample: u32,
+    /// Samples per pixel of the scene pass (`render.msaa`), in the game and the reference.
+    pub msaa: u32,
     pub overlay: bool,
     pub config_file: String,
 }

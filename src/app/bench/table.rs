@@ -152,8 +152,10 @@ fn psnr_note(r: &BenchReport) -> String {
     };
     format!(
         "PSNR (dB, BT.601 luma and RGB, mean over frames {} of the scripted path) of the \
-         upscaled output, overlay excluded, against {reference}.",
-        frames.join(", ")
+         upscaled output, overlay excluded, against {reference}. Scene pass (game and \
+         reference): msaa {}.",
+        frames.join(", "),
+        c.msaa
     )
 }
 

@@ -103,6 +103,7 @@ mod tests {
         );
         // Options (None by default) are keys too.
         assert!(keys["render"].contains(&"render_width".to_string()));
+        assert!(keys["render"].contains(&"msaa".to_string()));
         assert!(keys["window"].contains(&"vsync".to_string()));
     }
 

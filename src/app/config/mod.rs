@@ -38,6 +38,8 @@ pub struct RenderConfig {
     pub scale: u32,
     pub render_width: Option<u32>,
     pub render_height: Option<u32>,
+    /// Samples per pixel of the scene pass (1: no MSAA), resolved into the image the upscalers read.
+    pub msaa: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -102,6 +104,7 @@ impl Default for RenderConfig {
             scale: 2,
             render_width: None,
             render_height: None,
+            msaa: 4,
         }
     }
 }
@@ -155,6 +158,9 @@ pub enum ConfigError {
 
 /// Largest image side accepted before the device is known; the device limit is checked later.
 pub const MAX_SIZE: u32 = 16384;
+
+/// Samples per pixel `render.msaa` may ask for; whether the device has it is checked later.
+pub const MSAA_CHOICES: [u32; 4] = [1, 2, 4, 8];
 
 impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -246,6 +252,13 @@ impl Config {
                     "give both render.render_width and render.render_height, or neither".into(),
                 ))
             }
+        }
+        if !MSAA_CHOICES.contains(&r.msaa) {
+            return Err(bad(
+                "render.msaa",
+                &r.msaa,
+                "must be one of 1, 2, 4, 8 (samples per pixel; 1 = no MSAA)".into(),
+            ));
         }
         if Pattern::parse(&self.upscale.pattern).is_none() {
             return Err(bad(
@@ -446,6 +459,30 @@ mod tests {
         let e = parse("[render]\noutput_width = 1281").unwrap_err();
         assert!(
             e.contains("render.scale = 2") && e.contains("1281x720"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn msaa_takes_the_usual_sample_counts_only() {
+        assert_eq!(parse("").unwrap().render.msaa, 4);
+        for n in MSAA_CHOICES {
+            let c = parse(&format!("[render]\nmsaa = {n}")).unwrap();
+            assert_eq!(c.render.msaa, n);
+        }
+        for n in [0, 3, 16] {
+            let e = parse(&format!("[render]\nmsaa = {n}")).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "test.toml: render.msaa = {n}: must be one of 1, 2, 4, 8 \
+                     (samples per pixel; 1 = no MSAA)"
+                )
+            );
+        }
+        let e = parse("[render]\nmsaa = true").unwrap_err();
+        assert!(
+            e.contains("msaa = true") && e.contains("expected u32"),
             "{e}"
         );
     }

@@ -69,6 +69,8 @@ pub struct QualityReport {
     pub supersample: u32,
     pub render_size: [u32; 2],
     pub output_size: [u32; 2],
+    /// Samples per pixel of the scene pass (`render.msaa`).
+    pub msaa: u32,
     pub device: String,
     pub validation_errors: u32,
 }
@@ -173,6 +175,7 @@ pub fn run(config: &Config, args: &QualityArgs) -> anyhow::Result<QualityReport>
         supersample: args.supersample,
         render_size: [source.render.0, source.render.1],
         output_size: [source.output.0, source.output.1],
+        msaa: source.msaa,
         device: source.gpu.info.name.clone(),
         validation_errors: source.gpu.validation_errors(),
     };
@@ -185,10 +188,11 @@ pub fn run(config: &Config, args: &QualityArgs) -> anyhow::Result<QualityReport>
 /// The report as a table for a person.
 pub fn table(r: &QualityReport) -> String {
     let mut s = format!(
-        "{} held-out frames, {}x{} -> {}x{}, model {}\n{:<10} {:>10} {:>11} {:>8} {:>9}\n",
+        "{} held-out frames, {}x{} (msaa {}) -> {}x{}, model {}\n{:<10} {:>10} {:>11} {:>8} {:>9}\n",
         r.frames,
         r.render_size[0],
         r.render_size[1],
+        r.msaa,
         r.output_size[0],
         r.output_size[1],
         r.model_path,
