@@ -8,6 +8,9 @@
 # onnxruntime. Everything can be overridden by environment variables (defaults below); a CPU
 # smoke test is  COUNT=16 EPOCHS=1 QUALITY_FRAMES=4 BIN=target/release/upscale-demo bash ...
 #
+# REPEAT=1 trains `quality` a second time with the same command and seed (into
+# $MODELS/repeat/), side by side with the others, to show how far a re-run lands from the first.
+#
 # Time plan for one 10-minute call on an H200 (worst case ~9 min): dataset <= 3 min (cut off at
 # DATASET_LIMIT_S, training then uses the pairs written), training within BUDGET_S
 # (both models together, they run side by side), export + checks + quality ~1 min.
@@ -45,17 +48,21 @@ timeout "${DATASET_LIMIT_S:-180}" "$BIN" "${CONFIG_ARGS[@]}" dataset --out "$DS"
 du -sh "$DS" || true
 
 stamp "training quality and fast side by side (each within ${BUDGET_S} s of epochs)"
-train() {
-    local arch=$1
-    "$PY" tools/train/train.py --data "$DS" --arch "$arch" --out "$MODELS/${arch}_x2.onnx" \
-        --epochs "$EPOCHS" --seed "$SEED" --time-budget "$BUDGET_S" 2>&1 | tee "$LOGS/train_$arch.log"
+train() { # arch [dir] [log name]
+    local arch=$1 dir=${2:-$MODELS} name=${3:-$1}
+    mkdir -p "$dir"
+    "$PY" tools/train/train.py --data "$DS" --arch "$arch" --out "$dir/${arch}_x2.onnx" \
+        --epochs "$EPOCHS" --seed "$SEED" --time-budget "$BUDGET_S" 2>&1 | tee "$LOGS/train_$name.log"
     return "${PIPESTATUS[0]}"
 }
 train quality & pid_quality=$!
 train fast & pid_fast=$!
+pid_repeat=""
+[ "${REPEAT:-0}" = 1 ] && { train quality "$MODELS/repeat" quality_repeat & pid_repeat=$!; }
 failed=0
 wait "$pid_quality" || { echo "error: training quality failed (log above)"; failed=1; }
 wait "$pid_fast" || { echo "error: training fast failed (log above)"; failed=1; }
+[ -z "$pid_repeat" ] || wait "$pid_repeat" || { echo "error: the repeat training failed"; failed=1; }
 
 # The binary loads ONNX Runtime at run time: .deps/onnxruntime/ when the checkout has it, else
 # the library inside the Python onnxruntime package (same 1.30 release, CPU provider).
@@ -66,13 +73,14 @@ if [ -z "${ORT_DYLIB_PATH:-}" ] && ! ls .deps/onnxruntime/lib*/libonnxruntime.so
     [ -n "$lib" ] && export ORT_DYLIB_PATH="$lib" && echo "ONNX Runtime for the binary: $lib"
 fi
 
-for arch in quality fast; do
+for arch in quality fast repeat/quality; do
     model="$MODELS/${arch}_x2.onnx"
     [ -f "$model" ] || continue
+    name=${arch/\//_}
     stamp "upscale-demo quality: $arch on $QUALITY_FRAMES held-out frames"
     if timeout 60 "$BIN" "${CONFIG_ARGS[@]}" quality --model "$model" --frames "$QUALITY_FRAMES" --seed "$SEED" \
-            --out "$LOGS/q_$arch" 2>&1 | tee "$LOGS/quality_$arch.log"; then
-        cp "$LOGS/q_$arch/quality.json" "$OUT/${arch}_x2.quality.json" || true
+            --out "$LOGS/q_$name" 2>&1 | tee "$LOGS/quality_$name.log"; then
+        cp "$LOGS/q_$name/quality.json" "$OUT/${name}_x2.quality.json" || true
     else
         echo "warning: quality for $arch failed; train.py's val PSNR in the metrics stands"
     fi
@@ -81,6 +89,9 @@ done
 stamp "copying results into $OUT"
 for arch in quality fast; do
     cp "$MODELS/${arch}_x2.onnx" "$MODELS/${arch}_x2.metrics.json" "$OUT/" 2>/dev/null || true
+done
+for f in "$MODELS"/repeat/quality_x2.*; do
+    [ -f "$f" ] && cp "$f" "$OUT/repeat_$(basename "$f")"
 done
 cp "$DS/dataset.json" "$OUT/dataset.json" 2>/dev/null || true
 cat "$LOGS"/train_*.log "$LOGS"/quality_*.log > "$OUT/train.log" 2>/dev/null || true
