@@ -67,7 +67,12 @@ impl FrameSource {
         let world = World::new(config.game.seed);
         let extent = |(width, height)| vk::Extent2D { width, height };
         let sizes = [extent(render), extent(big)];
-        let offscreen = Offscreen::new(&gpu, &world, &layers, &sizes, msaa)
+        let mip_bias = if config.render.upscale_mip_bias {
+            crate::render::upscale_mip_bias(render.0, output.0)
+        } else {
+            0.0
+        };
+        let offscreen = Offscreen::new(&gpu, &world, &layers, &sizes, msaa, mip_bias)
             .context("creating the offscreen scene targets")?;
         Ok(Self {
             offscreen: ManuallyDrop::new(offscreen),

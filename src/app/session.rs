@@ -85,6 +85,7 @@ impl Session {
                 height: oh,
             },
             msaa: config.render.msaa,
+            mip_bias: config.render.upscale_mip_bias,
         };
         let layers = textures::load_all(&paths::root().join("assets"))?;
         let world = World::new(config.game.seed);

@@ -195,6 +195,18 @@ pub fn create_sampler(
     repeat: bool,
     max_lod: f32,
 ) -> Result<vk::Sampler> {
+    create_sampler_with_bias(gpu, name, linear, repeat, max_lod, 0.0)
+}
+
+/// [`create_sampler`] with a mip LOD bias (negative: sharper mips than the footprint asks for).
+pub fn create_sampler_with_bias(
+    gpu: &Gpu,
+    name: &str,
+    linear: bool,
+    repeat: bool,
+    max_lod: f32,
+    mip_lod_bias: f32,
+) -> Result<vk::Sampler> {
     let filter = if linear {
         vk::Filter::LINEAR
     } else {
@@ -216,6 +228,7 @@ pub fn create_sampler(
         .address_mode_u(mode)
         .address_mode_v(mode)
         .address_mode_w(mode)
+        .mip_lod_bias(mip_lod_bias)
         .max_lod(max_lod);
     let sampler = unsafe { gpu.device.create_sampler(&info, None)? };
     gpu.name(sampler, name);

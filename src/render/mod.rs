@@ -94,6 +94,25 @@ pub struct Sizes {
     pub output: vk::Extent2D,
     /// Samples per pixel of the scene pass (`render.msaa`; 1: no MSAA).
     pub msaa: u32,
+    /// `render.upscale_mip_bias`: the render-size frame samples textures with LOD bias
+    /// log2(render width / output width) (-1 at x2), at the output size's texture detail.
+    pub mip_bias: bool,
+}
+
+impl Sizes {
+    /// The LOD bias the render-size frame's textures get (0 when `mip_bias` is off).
+    pub fn upscale_mip_bias(&self) -> f32 {
+        if self.mip_bias {
+            upscale_mip_bias(self.render.width, self.output.width)
+        } else {
+            0.0
+        }
+    }
+}
+
+/// log2(render / output): the mip LOD bias that samples textures at the output size's detail.
+pub fn upscale_mip_bias(render_width: u32, output_width: u32) -> f32 {
+    (render_width as f32 / output_width as f32).log2()
 }
 
 impl Renderer {
@@ -109,8 +128,8 @@ impl Renderer {
         let frames = (0..FRAMES_IN_FLIGHT)
             .map(|i| Frame::new(gpu, i))
             .collect::<gpu::Result<Vec<_>>>()?;
-        let scene = ScenePass::new(gpu, world, textures, sizes.msaa)?;
-        let targets = scene.targets(gpu, sizes.render)?;
+        let scene = ScenePass::new(gpu, world, textures, sizes.msaa, sizes.upscale_mip_bias())?;
+        let targets = scene.upscale_targets(gpu, sizes.render)?;
         let output = Image::new(
             gpu,
             "upscaled output",
@@ -183,6 +202,7 @@ impl Renderer {
             render: self.targets.color.extent(),
             output: self.output.extent(),
             msaa: self.scene.msaa(),
+            mip_bias: self.scene.has_upscale_mip_bias(),
         }
     }
 

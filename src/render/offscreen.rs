@@ -32,11 +32,18 @@ impl Offscreen {
         layers: &[image::RgbaImage],
         sizes: &[vk::Extent2D],
         msaa: u32,
+        upscale_mip_bias: f32,
     ) -> gpu::Result<Self> {
-        let scene = ScenePass::new(gpu, world, layers, msaa)?;
+        let scene = ScenePass::new(gpu, world, layers, msaa, upscale_mip_bias)?;
         let mut slots = Vec::with_capacity(sizes.len());
         for (i, &size) in sizes.iter().enumerate() {
-            let slot = scene.targets(gpu, size).and_then(|targets| {
+            // The first size is the frame the upscalers read (with its mip bias, if any).
+            let targets = if i == 0 {
+                scene.upscale_targets(gpu, size)
+            } else {
+                scene.targets(gpu, size)
+            };
+            let slot = targets.and_then(|targets| {
                 let bytes = size.width as u64 * size.height as u64 * 4;
                 match Buffer::new(
                     gpu,

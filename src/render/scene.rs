@@ -77,6 +77,9 @@ pub struct ScenePass {
     meshes_pipeline: Pipeline,
     textures: Image,
     sampler: vk::Sampler,
+    /// For the frame the upscalers read, when `render.upscale_mip_bias` is on: textures sampled
+    /// with LOD bias log2(render / output), i.e. at the output size's detail.
+    upscale_sampler: Option<vk::Sampler>,
     meshes: Vec<(MeshId, GpuMesh)>,
     draws: Vec<Draw>,
 }
@@ -89,6 +92,7 @@ impl ScenePass {
         world: &World,
         layers: &[image::RgbaImage],
         msaa: u32,
+        upscale_mip_bias: f32,
     ) -> gpu::Result<Self> {
         let samples = gpu::image::sample_count(msaa);
         let single = samples == vk::SampleCountFlags::TYPE_1;
@@ -137,6 +141,18 @@ impl ScenePass {
         let max_lod = textures.desc.mip_levels as f32;
         let sampler =
             gpu::image::create_sampler(gpu, "scene texture sampler", true, true, max_lod)?;
+        let upscale_sampler = if upscale_mip_bias != 0.0 {
+            Some(gpu::image::create_sampler_with_bias(
+                gpu,
+                "scene texture sampler (upscaler input, mip bias)",
+                true,
+                true,
+                max_lod,
+                upscale_mip_bias,
+            )?)
+        } else {
+            None
+        };
         let meshes = vec![
             (
                 MeshId::Static,
@@ -154,6 +170,7 @@ impl ScenePass {
             meshes_pipeline,
             textures,
             sampler,
+            upscale_sampler,
             meshes,
             draws: Vec::with_capacity(64),
         })
@@ -168,6 +185,19 @@ impl ScenePass {
     /// the compare view is turned on.
     pub fn targets(&self, gpu: &Gpu, size: vk::Extent2D) -> gpu::Result<SceneTargets> {
         SceneTargets::new(gpu, size, self.samples)
+    }
+
+    /// Targets for the frame the upscalers read: drawn with the upscaler-input mip bias when
+    /// the pass has one (`render.upscale_mip_bias`), else as [`ScenePass::targets`].
+    pub fn upscale_targets(&self, gpu: &Gpu, size: vk::Extent2D) -> gpu::Result<SceneTargets> {
+        let mut targets = SceneTargets::new(gpu, size, self.samples)?;
+        targets.mip_biased = self.upscale_sampler.is_some();
+        Ok(targets)
+    }
+
+    /// Whether the upscaler-input frame samples textures with a mip bias.
+    pub fn has_upscale_mip_bias(&self) -> bool {
+        self.upscale_sampler.is_some()
     }
 
     /// Draws the world into `targets`; leaves the colour image in `barrier::SAMPLED`.
@@ -251,7 +281,13 @@ impl ScenePass {
             cmd,
             vk::PipelineBindPoint::GRAPHICS,
             &self.meshes_pipeline,
-            &[Binding::SampledImage(self.textures.view, self.sampler)],
+            &[Binding::SampledImage(
+                self.textures.view,
+                match (targets.mip_biased, self.upscale_sampler) {
+                    (true, Some(biased)) => biased,
+                    _ => self.sampler,
+                },
+            )],
         );
         world.draws(&mut self.draws);
         let mut bound = None;
@@ -292,6 +328,9 @@ impl ScenePass {
         self.meshes_pipeline.destroy(gpu);
         self.textures.destroy(gpu);
         unsafe { gpu.device.destroy_sampler(self.sampler, None) };
+        if let Some(s) = self.upscale_sampler {
+            unsafe { gpu.device.destroy_sampler(s, None) };
+        }
         for (_, mesh) in self.meshes {
             mesh.destroy(gpu);
         }

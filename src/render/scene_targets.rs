@@ -27,6 +27,8 @@ pub struct SceneTargets {
     pub(super) depth: Image,
     /// Present when the pass renders more than one sample per pixel.
     pub(super) multisampled: Option<Multisampled>,
+    /// Drawn with the pass's upscaler-input mip bias (`ScenePass::upscale_targets`).
+    pub(super) mip_biased: bool,
 }
 
 impl SceneTargets {
@@ -71,6 +73,7 @@ impl SceneTargets {
             color,
             depth,
             multisampled: None,
+            mip_biased: false,
         };
         if msaa {
             match Multisampled::new(gpu, &targets.color, samples) {

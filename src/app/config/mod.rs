@@ -40,6 +40,8 @@ pub struct RenderConfig {
     pub render_height: Option<u32>,
     /// Samples per pixel of the scene pass (1: no MSAA), resolved into the image the upscalers read.
     pub msaa: u32,
+    /// The render-size frame samples textures with mip LOD bias log2(render / output).
+    pub upscale_mip_bias: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -105,6 +107,7 @@ impl Default for RenderConfig {
             render_width: None,
             render_height: None,
             msaa: 4,
+            upscale_mip_bias: false,
         }
     }
 }
