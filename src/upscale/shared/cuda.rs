@@ -359,6 +359,10 @@ impl Domain for CudaDomain {
         self.output.as_ref().unwrap().vk.raw
     }
 
+    fn on_device(&self) -> bool {
+        true
+    }
+
     fn device_sync(&mut self) -> Option<DeviceSync> {
         let (signal, wait) = (self.value + 1, self.value + 2);
         self.value += 2;

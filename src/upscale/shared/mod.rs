@@ -81,6 +81,10 @@ pub trait Domain {
     fn output(&self) -> vk::Buffer;
     /// Runs the model on the input tensor into the output tensor, in place (host domains).
     fn infer(&mut self, times: &mut HostTimes) -> anyhow::Result<()>;
+    /// The runtime works on the GPU, ordered by semaphores (no host step, no host barriers).
+    fn on_device(&self) -> bool {
+        false
+    }
     /// GPU domains: the semaphore values of the next frame (A signals, B waits).
     fn device_sync(&mut self) -> Option<DeviceSync> {
         None
@@ -185,7 +189,7 @@ impl SharedMemory {
 impl SharedMemory {
     /// The domain runs on the GPU (no host step).
     fn on_device(&self) -> bool {
-        self.domain.name() == "cuda"
+        self.domain.on_device()
     }
 
     /// The domain in use: `host` or `cuda`.
