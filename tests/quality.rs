@@ -1,5 +1,6 @@
 //! `upscale-demo quality` end to end on lavapipe with the test model: the report has the three
-//! methods with plausible, finite figures, and unsupported patterns are refused with the reason.
+//! methods (and native) with plausible, finite figures, the in-stream engine scores the model as
+//! ONNX Runtime does, and unsupported patterns are refused with the reason.
 
 mod common;
 
@@ -51,16 +52,58 @@ fn quality_reports_model_bilinear_and_bicubic() {
             "{method} PSNR-Y {psnr} dB is implausible"
         );
     }
+    // The output-size render sits closer to the supersampled reference than any x2 of the
+    // low-resolution frame with a fixed filter.
+    let native = json["native"]["psnr_y"].as_f64().unwrap();
+    let bicubic = json["bicubic"]["psnr_y"].as_f64().unwrap();
+    assert!(
+        native > bicubic && native < 60.0,
+        "native {native} dB, bicubic {bicubic} dB"
+    );
     let table = quality::table(&report);
     assert!(
-        table.contains("bicubic") && table.contains("PSNR-Y"),
+        table.contains("bicubic") && table.contains("PSNR-Y") && table.contains("native"),
         "{table}"
     );
 }
 
 #[test]
+fn in_stream_engine_scores_the_model_as_onnx_runtime_does() {
+    let out = common::out_dir("quality_in_stream");
+    let config = common::small_config();
+    let ort = quality::run(&config, &args(&out, Pattern::CpuRoundtrip)).unwrap();
+    let engine = quality::run(&config, &args(&out, Pattern::InStream)).unwrap();
+    assert_eq!(
+        engine.validation_errors, 0,
+        "validation errors: see the log"
+    );
+    assert_eq!(engine.pattern, "in-stream");
+    // Same frames, same model: outputs agree within 1/255 per channel (the pattern tests), so
+    // the scores can differ only by a rounding flip here and there.
+    for (what, a, b) in [
+        ("PSNR-Y", ort.model.psnr_y, engine.model.psnr_y),
+        ("PSNR-RGB", ort.model.psnr_rgb, engine.model.psnr_rgb),
+        (
+            "SSIM-Y",
+            ort.model.ssim_y * 100.0,
+            engine.model.ssim_y * 100.0,
+        ),
+    ] {
+        assert!((a - b).abs() < 0.05, "{what}: ORT {a} vs in-stream {b}");
+    }
+    // The reference methods do not depend on the pattern.
+    assert_eq!(ort.bicubic.psnr_y, engine.bicubic.psnr_y);
+}
+
+#[test]
 fn quality_refuses_patterns_it_does_not_measure() {
     let out = common::out_dir("quality_bad_pattern");
-    let err = quality::run(&common::small_config(), &args(&out, Pattern::Bilinear)).unwrap_err();
-    assert!(format!("{err:#}").contains("cpu-roundtrip"), "{err:#}");
+    for pattern in [Pattern::Bilinear, Pattern::SharedMemory] {
+        let err = quality::run(&common::small_config(), &args(&out, pattern)).unwrap_err();
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("cpu-roundtrip") && err.contains("in-stream"),
+            "{err}"
+        );
+    }
 }

@@ -26,6 +26,10 @@ use crate::render::offscreen::Offscreen;
 pub struct FramePair {
     pub lr: image::RgbaImage,
     pub hr: image::RgbaImage,
+    /// The view rendered at output size by the same pass (with `render.msaa`), not
+    /// supersampled: what the game draws at full resolution without an upscaler
+    /// ([`FrameSource::with_native`] only).
+    pub native: Option<image::RgbaImage>,
 }
 
 pub struct FrameSource {
@@ -33,6 +37,8 @@ pub struct FrameSource {
     world: World,
     fov_y: f32,
     supersample: u32,
+    /// Offscreen has a third target at output size (see [`FramePair::native`]).
+    native: bool,
     pub render: (u32, u32),
     pub output: (u32, u32),
     /// Samples per pixel of the scene pass, at both sizes (`render.msaa`).
@@ -44,6 +50,16 @@ pub struct FrameSource {
 impl FrameSource {
     /// Sizes from `config` (`render.*`); the reference is rendered at `supersample ×` output.
     pub fn new(config: &Config, supersample: u32) -> anyhow::Result<Self> {
+        Self::create(config, supersample, false)
+    }
+
+    /// As [`FrameSource::new`], and each view is also rendered at output size without
+    /// supersampling ([`FramePair::native`]) when `supersample` > 1 (at 1 that is the reference).
+    pub fn with_native(config: &Config, supersample: u32) -> anyhow::Result<Self> {
+        Self::create(config, supersample, supersample > 1)
+    }
+
+    fn create(config: &Config, supersample: u32, native: bool) -> anyhow::Result<Self> {
         anyhow::ensure!(
             (1..=4).contains(&supersample),
             "--supersample {supersample}: allowed 1 to 4 (4 already renders 16 samples per pixel)"
@@ -66,7 +82,10 @@ impl FrameSource {
         let layers = textures::load_all(&paths::root().join("assets"))?;
         let world = World::new(config.game.seed);
         let extent = |(width, height)| vk::Extent2D { width, height };
-        let sizes = [extent(render), extent(big)];
+        let mut sizes = vec![extent(render), extent(big)];
+        if native {
+            sizes.push(extent(output));
+        }
         let mip_bias = if config.render.upscale_mip_bias {
             crate::render::upscale_mip_bias(render.0, output.0)
         } else {
@@ -79,6 +98,7 @@ impl FrameSource {
             fov_y: world.camera.fov_y,
             world,
             supersample,
+            native,
             render,
             output,
             msaa,
@@ -110,11 +130,20 @@ impl FrameSource {
         let lr = image::RgbaImage::from_raw(rw, rh, self.offscreen.pixels(0).to_vec())
             .context("low-resolution readback has the wrong size")?;
         let big = self.offscreen.size(1);
+        let native = if self.native {
+            let (ow, oh) = self.output;
+            let native = image::RgbaImage::from_raw(ow, oh, self.offscreen.pixels(2).to_vec())
+                .context("output-size readback has the wrong size")?;
+            Some(native)
+        } else {
+            None
+        };
         Ok(RawPair {
             lr,
             big: self.offscreen.pixels(1).to_vec(),
             big_size: (big.width, big.height),
             factor: self.supersample,
+            native,
         })
     }
 }
@@ -125,6 +154,7 @@ pub struct RawPair {
     big: Vec<u8>,
     big_size: (u32, u32),
     factor: u32,
+    native: Option<image::RgbaImage>,
 }
 
 impl RawPair {
@@ -133,6 +163,7 @@ impl RawPair {
         FramePair {
             lr: self.lr,
             hr: downsample_box_linear(&self.big, w, h, self.factor),
+            native: self.native,
         }
     }
 }

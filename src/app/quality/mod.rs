@@ -1,10 +1,16 @@
 //! `upscale-demo quality`: how close an upscaling model gets to the native (supersampled) frame,
 //! next to bilinear and bicubic, on the held-out views of `upscale-demo dataset`.
 //!
-//! The model runs exactly as the cpu-roundtrip pattern runs it (`rgba8_to_nchw` →
-//! `OrtModel::run` → `nchw_to_rgba8`), so the figures include the 8-bit quantisation of the
-//! game's path. The views are the validation poses of the same seed as the dataset
+//! With `--pattern cpu-roundtrip` (the default) the model runs exactly as that pattern runs it
+//! (`rgba8_to_nchw` → `OrtModel::run` → `nchw_to_rgba8`), so the figures include the 8-bit
+//! quantisation of the game's path. With `--pattern in-stream` the same tensors go through the
+//! project's Vulkan compute engine instead (the in-stream pattern's engine and shaders, run as
+//! one submission per frame). The views are the validation poses of the same seed as the dataset
 //! (`game::poses`, split `val`), rendered afresh: no PNG round trip, nothing the model trained on.
+//!
+//! Beside the three methods the report has `native`: the view drawn by the same scene pass at
+//! the output size (with `render.msaa`), which is what the game shows without upscaling. It is
+//! the figure an upscaler is chasing, not a bound: the reference is supersampled.
 
 pub use crate::metrics;
 
@@ -17,6 +23,8 @@ use super::config::Config;
 use super::frames::{FramePair, FrameSource};
 use super::session::ml_settings;
 use crate::game::poses::{self, Split};
+use crate::gpu::Gpu;
+use crate::infer::{plan, Engine, Graph, Plan};
 use crate::upscale::model::OrtModel;
 use crate::upscale::roundtrip::{nchw_to_rgba8, rgba8_to_nchw};
 use crate::upscale::Pattern;
@@ -62,6 +70,9 @@ pub struct QualityReport {
     pub model: Scores,
     pub bilinear: Scores,
     pub bicubic: Scores,
+    /// The scene pass at output size without supersampling (absent with `--supersample 1`,
+    /// where it is the reference itself).
+    pub native: Option<Scores>,
     pub frames: u64,
     pub model_path: String,
     pub pattern: String,
@@ -123,29 +134,142 @@ impl RoundtripModel {
     }
 }
 
+/// The model on the in-stream pattern's engine (Vulkan compute on the frame source's device),
+/// with the same 8-bit conversions as the roundtrip path around it.
+struct InStreamModel {
+    engine: Engine,
+    input: Vec<f32>,
+    out_size: (u32, u32),
+}
+
+impl InStreamModel {
+    fn load(
+        gpu: &Gpu,
+        path: &Path,
+        render: (u32, u32),
+        output: (u32, u32),
+    ) -> anyhow::Result<Self> {
+        let graph = Graph::load(&super::paths::resolve(path))?;
+        let shape = plan::image_input_shape(&graph, render.1 as usize, render.0 as usize)?;
+        let plan = Plan::new(&graph, &[shape])?;
+        let got = plan
+            .outputs
+            .first()
+            .map(|&id| plan.tensors[id].shape.clone())
+            .unwrap_or_default();
+        anyhow::ensure!(
+            got[..] == [1, 3, output.1 as usize, output.0 as usize],
+            "the model turns {}x{} into {:?}, not the configured output {}x{} (render.* in the \
+             config)",
+            render.0,
+            render.1,
+            got,
+            output.0,
+            output.1
+        );
+        let engine = Engine::new(gpu, plan)?;
+        Ok(Self {
+            engine,
+            input: vec![0.0; 3 * render.0 as usize * render.1 as usize],
+            out_size: output,
+        })
+    }
+
+    fn upscale(&mut self, gpu: &Gpu, lr: &image::RgbaImage) -> anyhow::Result<image::RgbaImage> {
+        rgba8_to_nchw(lr.as_raw(), &mut self.input);
+        let outputs = self.engine.run(gpu, &[&self.input])?;
+        let (w, h) = self.out_size;
+        let mut rgba = vec![0u8; (w * h * 4) as usize];
+        nchw_to_rgba8(&outputs[0], &mut rgba);
+        Ok(image::RgbaImage::from_raw(w, h, rgba).expect("sized above"))
+    }
+}
+
+/// The model as `--pattern` runs it.
+enum Upscaler {
+    Roundtrip(RoundtripModel),
+    InStream(InStreamModel),
+}
+
+impl Upscaler {
+    fn upscale(&mut self, gpu: &Gpu, lr: &image::RgbaImage) -> anyhow::Result<image::RgbaImage> {
+        match self {
+            Upscaler::Roundtrip(m) => m.upscale(lr),
+            Upscaler::InStream(m) => m.upscale(gpu, lr),
+        }
+    }
+
+    fn destroy(self, gpu: &Gpu) {
+        if let Upscaler::InStream(m) = self {
+            m.engine.destroy(gpu);
+        }
+    }
+}
+
 pub fn run(config: &Config, args: &QualityArgs) -> anyhow::Result<QualityReport> {
     anyhow::ensure!(args.frames > 0, "--frames must be at least 1");
     anyhow::ensure!(
-        args.pattern == Pattern::CpuRoundtrip,
-        "--pattern {}: quality measures only cpu-roundtrip for now (the model through ONNX \
-         Runtime on the CPU); the GPU patterns give the same image within 1/255",
+        matches!(args.pattern, Pattern::CpuRoundtrip | Pattern::InStream),
+        "--pattern {}: quality measures cpu-roundtrip (the model through ONNX Runtime on the \
+         CPU) or in-stream (the project's Vulkan engine); shared-memory runs the same ONNX \
+         Runtime session as cpu-roundtrip and gives the same image within 1/255",
         args.pattern
     );
-    let mut source = FrameSource::new(config, args.supersample)?;
-    let mut model = RoundtripModel::load(config, &args.model, source.render, source.output)
-        .with_context(|| format!("loading the model {}", args.model.display()))?;
+    let mut source = FrameSource::with_native(config, args.supersample)?;
+    let (render, output) = (source.render, source.output);
+    let mut upscaler = match args.pattern {
+        Pattern::InStream => {
+            InStreamModel::load(&source.gpu, &args.model, render, output).map(Upscaler::InStream)
+        }
+        _ => RoundtripModel::load(config, &args.model, render, output).map(Upscaler::Roundtrip),
+    }
+    .with_context(|| format!("loading the model {}", args.model.display()))?;
+    let measured = measure(&mut source, &mut upscaler, args);
+    upscaler.destroy(&source.gpu);
+    let (totals, native) = measured?;
+    let [model_scores, bilinear, bicubic] = totals;
+    let report = QualityReport {
+        model: model_scores,
+        bilinear,
+        bicubic,
+        native,
+        frames: args.frames,
+        model_path: args.model.display().to_string(),
+        pattern: args.pattern.name().into(),
+        seed: args.seed,
+        supersample: args.supersample,
+        render_size: [render.0, render.1],
+        output_size: [output.0, output.1],
+        msaa: source.msaa,
+        device: source.gpu.info.name.clone(),
+        validation_errors: source.gpu.validation_errors(),
+    };
+    if let Some(dir) = &args.out {
+        super::dataset::write_json(&dir.join("quality.json"), &report)?;
+    }
+    Ok(report)
+}
+
+/// Mean scores of model, bilinear and bicubic (and native, when rendered) over the views.
+fn measure(
+    source: &mut FrameSource,
+    upscaler: &mut Upscaler,
+    args: &QualityArgs,
+) -> anyhow::Result<([Scores; 3], Option<Scores>)> {
     let views = poses::poses(source.world(), Split::Val, args.seed, args.frames);
     let mut totals = [Scores::default(); 3];
+    let mut native_total: Option<Scores> = None;
     let weight = 1.0 / args.frames as f64;
     let progress_every = (args.frames / 10).max(1);
     for (n, pose) in views.iter().enumerate() {
-        let FramePair { lr, hr } = source.render(pose)?;
+        let FramePair { lr, hr, native } = source.render(pose)?;
         let (w, h) = hr.dimensions();
-        let results = [
-            model.upscale(&lr)?,
+        let mut results = vec![
+            upscaler.upscale(&source.gpu, &lr)?,
             imageops::resize(&lr, w, h, FilterType::Triangle),
             imageops::resize(&lr, w, h, FilterType::CatmullRom),
         ];
+        results.extend(native);
         // SSIM at output size is the slow part: one thread per method.
         let scores: Vec<Scores> = std::thread::scope(|scope| {
             let jobs: Vec<_> = results
@@ -159,30 +283,16 @@ pub fn run(config: &Config, args: &QualityArgs) -> anyhow::Result<QualityReport>
         for (total, score) in totals.iter_mut().zip(&scores) {
             total.add(score, weight);
         }
+        if let Some(score) = scores.get(3) {
+            native_total
+                .get_or_insert_with(Scores::default)
+                .add(score, weight);
+        }
         if (n as u64 + 1).is_multiple_of(progress_every) {
             tracing::info!("quality: {}/{} frames", n + 1, args.frames);
         }
     }
-    let [model_scores, bilinear, bicubic] = totals;
-    let report = QualityReport {
-        model: model_scores,
-        bilinear,
-        bicubic,
-        frames: args.frames,
-        model_path: args.model.display().to_string(),
-        pattern: args.pattern.name().into(),
-        seed: args.seed,
-        supersample: args.supersample,
-        render_size: [source.render.0, source.render.1],
-        output_size: [source.output.0, source.output.1],
-        msaa: source.msaa,
-        device: source.gpu.info.name.clone(),
-        validation_errors: source.gpu.validation_errors(),
-    };
-    if let Some(dir) = &args.out {
-        super::dataset::write_json(&dir.join("quality.json"), &report)?;
-    }
-    Ok(report)
+    Ok((totals, native_total))
 }
 
 /// The report as a table for a person.
@@ -202,11 +312,13 @@ pub fn table(r: &QualityReport) -> String {
         "SSIM-Y",
         "SSIM-RGB"
     );
-    for (name, sc) in [
-        ("model", &r.model),
-        ("bilinear", &r.bilinear),
-        ("bicubic", &r.bicubic),
-    ] {
+    let methods = [
+        Some(("model", &r.model)),
+        Some(("bilinear", &r.bilinear)),
+        Some(("bicubic", &r.bicubic)),
+        r.native.as_ref().map(|n| ("native", n)),
+    ];
+    for (name, sc) in methods.into_iter().flatten() {
         s += &format!(
             "{name:<10} {:>10.2} {:>11.2} {:>8.4} {:>9.4}\n",
             sc.psnr_y, sc.psnr_rgb, sc.ssim_y, sc.ssim_rgb
@@ -216,5 +328,11 @@ pub fn table(r: &QualityReport) -> String {
         "model vs bicubic: {:+.2} dB (luma)",
         r.model.psnr_y - r.bicubic.psnr_y
     );
+    if let Some(native) = &r.native {
+        s += &format!(
+            "; native (output size, not supersampled) vs bicubic: {:+.2} dB",
+            native.psnr_y - r.bicubic.psnr_y
+        );
+    }
     s
 }
