@@ -1,7 +1,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use upscale_demo::app::bench::{self, BenchArgs};
 use upscale_demo::app::config::Config;
@@ -41,42 +41,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Render the scripted camera path offscreen; writes last.png and summary.json.
-    Headless {
-        /// Frames to render (default 60; 10000 with --soak).
-        #[arg(long)]
-        frames: Option<u64>,
-        #[arg(long, default_value = "out/headless")]
-        out: PathBuf,
-        /// Upscaler pattern (default: from the config).
-        #[arg(long, value_parser = parse_pattern)]
-        pattern: Option<Pattern>,
-        /// ONNX model for the ML patterns (default: from the config).
-        #[arg(long)]
-        model: Option<PathBuf>,
-        /// Cycle through the available patterns every N frames (default 30 with --soak).
-        #[arg(long)]
-        switch_every: Option<u64>,
-        /// Turn the compare view on; its right side: native, bilinear or in-stream.
-        #[arg(long, value_parser = parse_compare_side)]
-        compare: Option<CompareSide>,
-        /// The compare view's divider, 0..1 from the left.
-        #[arg(long)]
-        divider: Option<f32>,
-        /// Output size WxH instead of the config's (render size = output / render.scale).
-        #[arg(long, value_parser = parse_size)]
-        output_size: Option<(u32, u32)>,
-        /// Long run: switch pattern every --switch-every frames and model every --model-every,
-        /// report validation errors, memory growth and frame-time spikes (summary.json "soak").
-        #[arg(long)]
-        soak: bool,
-        /// With --soak: switch model every N frames.
-        #[arg(long, default_value_t = 500)]
-        model_every: u64,
-        /// With --soak: the models to cycle, comma-separated (default: models/*.onnx, the test
-        /// model and a model the loader refuses).
-        #[arg(long, value_delimiter = ',')]
-        models: Vec<PathBuf>,
-    },
+    Headless(HeadlessCli),
     /// One inference of an ONNX model on .pb tensors (ONNX TensorProto), written as .pb.
     RunModel {
         #[arg(long)]
@@ -103,7 +68,8 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         supersample: u32,
     },
-    /// PSNR/SSIM of a model, bilinear and bicubic vs native on the held-out views.
+    /// PSNR/SSIM of a model (cpu-roundtrip or in-stream), bilinear, bicubic and the native
+    /// render vs the supersampled reference on the held-out views.
     Quality {
         #[arg(long)]
         model: PathBuf,
@@ -121,42 +87,7 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// Benchmark every available pattern x model x resolution; writes report.{json,csv,md,png}.
-    Bench {
-        #[arg(long, default_value = "out/bench")]
-        out: PathBuf,
-        /// Comma-separated ONNX models (default: every models/*.onnx, not models/test/).
-        #[arg(long, value_delimiter = ',')]
-        models: Option<Vec<PathBuf>>,
-        /// Comma-separated render:output sizes [default: 960x540:1920x1080,640x360:1280x720].
-        #[arg(long)]
-        res: Option<String>,
-        /// Comma-separated patterns (default: all four; unavailable ones are reported, not run).
-        #[arg(long, value_delimiter = ',', value_parser = parse_pattern)]
-        patterns: Option<Vec<Pattern>>,
-        /// Warm-up frames per run, not measured; at least 4 [default: 10].
-        #[arg(long)]
-        warmup: Option<u64>,
-        /// Measured frames per run [default: 100].
-        #[arg(long)]
-        frames: Option<u64>,
-        /// How many of the measured frames get a PSNR against the native render [default: 3].
-        #[arg(long)]
-        psnr_frames: Option<u64>,
-        /// The native reference is rendered at this many times the output size, box-filtered
-        /// (as `quality` does); 1: a plain native render.
-        #[arg(long, default_value_t = 3)]
-        supersample: u32,
-        /// PyTorch reference timings (JSON from tools/reference/) to show beside in-stream.
-        #[arg(long)]
-        reference: Option<PathBuf>,
-        /// A smoke run: 64x36:128x72, 4 warm-up and 5 measured frames, PSNR on 2 (flags given
-        /// explicitly still win).
-        #[arg(long)]
-        quick: bool,
-        /// No progress bar.
-        #[arg(long)]
-        no_progress: bool,
-    },
+    Bench(BenchCli),
     /// Compare two images of the same size (e.g. two patterns' last.png of the same frame):
     /// largest per-channel difference, differing pixels, PSNR-RGB.
     ImageDiff {
@@ -171,6 +102,82 @@ enum Command {
         #[arg(long, default_value = "assets")]
         out: PathBuf,
     },
+}
+
+#[derive(Args)]
+struct HeadlessCli {
+    /// Frames to render (default 60; 10000 with --soak).
+    #[arg(long)]
+    frames: Option<u64>,
+    #[arg(long, default_value = "out/headless")]
+    out: PathBuf,
+    /// Upscaler pattern (default: from the config).
+    #[arg(long, value_parser = parse_pattern)]
+    pattern: Option<Pattern>,
+    /// ONNX model for the ML patterns (default: from the config).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Cycle through the available patterns every N frames (default 30 with --soak).
+    #[arg(long)]
+    switch_every: Option<u64>,
+    /// Turn the compare view on; its right side: native, bilinear or in-stream.
+    #[arg(long, value_parser = parse_compare_side)]
+    compare: Option<CompareSide>,
+    /// The compare view's divider, 0..1 from the left.
+    #[arg(long)]
+    divider: Option<f32>,
+    /// Output size WxH instead of the config's (render size = output / render.scale).
+    #[arg(long, value_parser = parse_size)]
+    output_size: Option<(u32, u32)>,
+    /// Long run: switch pattern every --switch-every frames and model every --model-every,
+    /// report validation errors, memory growth and frame-time spikes (summary.json "soak").
+    #[arg(long)]
+    soak: bool,
+    /// With --soak: switch model every N frames.
+    #[arg(long, default_value_t = 500)]
+    model_every: u64,
+    /// With --soak: the models to cycle, comma-separated (default: models/*.onnx, the test
+    /// model and a model the loader refuses).
+    #[arg(long, value_delimiter = ',')]
+    models: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+struct BenchCli {
+    #[arg(long, default_value = "out/bench")]
+    out: PathBuf,
+    /// Comma-separated ONNX models (default: every models/*.onnx, not models/test/).
+    #[arg(long, value_delimiter = ',')]
+    models: Option<Vec<PathBuf>>,
+    /// Comma-separated render:output sizes [default: 960x540:1920x1080,640x360:1280x720].
+    #[arg(long)]
+    res: Option<String>,
+    /// Comma-separated patterns (default: all four; unavailable ones are reported, not run).
+    #[arg(long, value_delimiter = ',', value_parser = parse_pattern)]
+    patterns: Option<Vec<Pattern>>,
+    /// Warm-up frames per run, not measured; at least 4 [default: 10].
+    #[arg(long)]
+    warmup: Option<u64>,
+    /// Measured frames per run [default: 100].
+    #[arg(long)]
+    frames: Option<u64>,
+    /// How many of the measured frames get a PSNR against the native render [default: 3].
+    #[arg(long)]
+    psnr_frames: Option<u64>,
+    /// The native reference is rendered at this many times the output size, box-filtered
+    /// (as `quality` does); 1: a plain native render.
+    #[arg(long, default_value_t = 3)]
+    supersample: u32,
+    /// PyTorch reference timings (JSON from tools/reference/) to show beside in-stream.
+    #[arg(long)]
+    reference: Option<PathBuf>,
+    /// A smoke run: 64x36:128x72, 4 warm-up and 5 measured frames, PSNR on 2 (flags given
+    /// explicitly still win).
+    #[arg(long)]
+    quick: bool,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
 }
 
 fn parse_compare_side(s: &str) -> Result<CompareSide, String> {
@@ -221,55 +228,13 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let mut config = load_config(cli.config.as_deref())?;
+    let config = load_config(cli.config.as_deref())?;
     let config_file = cli.config.as_ref().map_or_else(
         || paths::root().join("config.toml").display().to_string(),
         |p| p.display().to_string(),
     );
     match cli.command {
-        Some(Command::Bench {
-            out,
-            models,
-            res,
-            patterns,
-            warmup,
-            frames,
-            psnr_frames,
-            supersample,
-            reference,
-            quick,
-            no_progress,
-        }) => {
-            let mut args = BenchArgs::new(out, quick)?;
-            if let Some(m) = models {
-                args.models = m;
-            }
-            if let Some(r) = res {
-                args.resolutions = bench::parse_resolutions(&r)?;
-            }
-            if let Some(p) = patterns {
-                args.patterns = p;
-            }
-            args.warmup = warmup.unwrap_or(args.warmup);
-            args.frames = frames.unwrap_or(args.frames);
-            args.psnr_frames = psnr_frames.unwrap_or(args.psnr_frames);
-            args.supersample = supersample;
-            args.reference = reference;
-            args.progress = !no_progress;
-            args.command_line = std::env::args().collect::<Vec<_>>().join(" ");
-            args.config_file = config_file;
-            let report = bench::run(&config, &args)?;
-            println!(
-                "{} runs ({} not run) in {:.0} s, validation errors {}: wrote report.json, \
-                 report.csv, report.md and report.png in {}",
-                report.runs.len(),
-                report.unavailable.len(),
-                report.elapsed_s,
-                report.validation_errors,
-                args.out.display()
-            );
-            Ok(())
-        }
+        Some(Command::Bench(b)) => run_bench(&config, config_file, b),
         Some(Command::RunModel {
             model,
             inputs,
@@ -287,44 +252,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Some(Command::ImageDiff { a, b, max }) => {
-            let open = |p: &Path| {
-                image::open(p)
-                    .map(|i| i.to_rgba8())
-                    .with_context(|| format!("reading {}", p.display()))
-            };
-            let (ia, ib) = (open(&a)?, open(&b)?);
-            anyhow::ensure!(
-                ia.dimensions() == ib.dimensions(),
-                "{} is {:?} but {} is {:?}",
-                a.display(),
-                ia.dimensions(),
-                b.display(),
-                ib.dimensions()
-            );
-            let (largest, differing) =
-                ia.pixels()
-                    .zip(ib.pixels())
-                    .fold((0u8, 0u64), |acc, (p, q)| {
-                        let d = p.0[..3]
-                            .iter()
-                            .zip(&q.0[..3])
-                            .map(|(x, y)| x.abs_diff(*y))
-                            .max()
-                            .unwrap();
-                        (acc.0.max(d), acc.1 + u64::from(d > 0))
-                    });
-            println!(
-                "{}x{}: max |a-b| = {largest}/255, {differing} pixels differ, PSNR-RGB {:.2} dB",
-                ia.width(),
-                ia.height(),
-                upscale_demo::metrics::psnr_rgb(&ia, &ib)
-            );
-            if let Some(m) = max.filter(|&m| largest > m) {
-                anyhow::bail!("the images differ by {largest}/255, more than --max {m}");
-            }
-            Ok(())
-        }
+        Some(Command::ImageDiff { a, b, max }) => image_diff(&a, &b, max),
         Some(Command::GenAssets { out }) => {
             textures::write_all(&out)?;
             println!("textures written to {}", out.display());
@@ -335,31 +263,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             count,
             seed,
             supersample,
-        }) => {
-            let args = DatasetArgs {
+        }) => run_dataset(
+            &config,
+            &DatasetArgs {
                 out,
                 count,
                 seed,
                 supersample,
-            };
-            let s = dataset::run(&config, &args)?;
-            println!(
-                "{} train + {} val pairs ({}x{} (msaa {}) -> {}x{}, reference {}x supersampled) in \
-                 {} on {}, validation errors {}",
-                s.train.len(),
-                s.val.len(),
-                s.render_size[0],
-                s.render_size[1],
-                s.msaa,
-                s.output_size[0],
-                s.output_size[1],
-                s.supersample,
-                args.out.display(),
-                s.device,
-                s.validation_errors
-            );
-            Ok(())
-        }
+            },
+        ),
         Some(Command::Quality {
             model,
             pattern,
@@ -383,86 +295,172 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Some(Command::Headless {
-            frames,
-            out,
-            pattern,
-            model,
-            switch_every,
-            compare,
-            divider,
-            output_size,
-            soak,
-            model_every,
-            models,
-        }) => {
-            if let Some(m) = model {
-                config.upscale.model = m;
-            }
-            if let Some((w, h)) = output_size {
-                config = config.with_output_size(w, h)?;
-            }
-            if soak {
-                let models = match models.is_empty() {
-                    true => soak::default_models(&paths::root()),
-                    false => models,
-                };
-                let args = SoakArgs {
-                    frames: frames.unwrap_or(10_000),
-                    out,
-                    pattern_every: switch_every.unwrap_or(30),
-                    model_every,
-                    models,
-                };
-                return run_soak(&config, &args);
-            }
-            let frames = frames.unwrap_or(60);
-            run_headless(
-                &config,
-                HeadlessArgs {
-                    frames,
-                    out,
-                    pattern,
-                    switch_every,
-                    compare,
-                    divider,
-                },
-            )
-        }
-        None => {
-            let args = WindowArgs {
-                exit_after_frames: cli.exit_after_frames,
-                summary: cli.summary,
-                screenshot_dir: PathBuf::from("screenshots"),
-            };
-            if !has_display() {
-                eprintln!(
-                    "No display found (DISPLAY and WAYLAND_DISPLAY are unset): running the headless mode instead.\n\
-                     It renders the scripted camera path; see out/headless/last.png and summary.json."
-                );
-                let frames = cli.exit_after_frames.unwrap_or(300);
-                let out = PathBuf::from("out/headless");
-                return run_headless(
-                    &config,
-                    HeadlessArgs {
-                        frames,
-                        out,
-                        pattern: None,
-                        switch_every: None,
-                        compare: None,
-                        divider: None,
-                    },
-                );
-            }
-            window::run(config, args).context("windowed run")
-        }
+        Some(Command::Headless(h)) => run_headless_command(config, h),
+        None => run_window(config, cli.exit_after_frames, cli.summary),
     }
+}
+
+fn run_bench(config: &Config, config_file: String, b: BenchCli) -> anyhow::Result<()> {
+    let mut args = BenchArgs::new(b.out, b.quick)?;
+    if let Some(m) = b.models {
+        args.models = m;
+    }
+    if let Some(r) = b.res {
+        args.resolutions = bench::parse_resolutions(&r)?;
+    }
+    if let Some(p) = b.patterns {
+        args.patterns = p;
+    }
+    args.warmup = b.warmup.unwrap_or(args.warmup);
+    args.frames = b.frames.unwrap_or(args.frames);
+    args.psnr_frames = b.psnr_frames.unwrap_or(args.psnr_frames);
+    args.supersample = b.supersample;
+    args.reference = b.reference;
+    args.progress = !b.no_progress;
+    args.command_line = std::env::args().collect::<Vec<_>>().join(" ");
+    args.config_file = config_file;
+    let report = bench::run(config, &args)?;
+    println!(
+        "{} runs ({} not run) in {:.0} s, validation errors {}: wrote report.json, \
+         report.csv, report.md and report.png in {}",
+        report.runs.len(),
+        report.unavailable.len(),
+        report.elapsed_s,
+        report.validation_errors,
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// `image-diff`: largest per-channel difference, differing pixels and PSNR-RGB of two images.
+fn image_diff(a: &Path, b: &Path, max: Option<u8>) -> anyhow::Result<()> {
+    let open = |p: &Path| {
+        image::open(p)
+            .map(|i| i.to_rgba8())
+            .with_context(|| format!("reading {}", p.display()))
+    };
+    let (ia, ib) = (open(a)?, open(b)?);
+    anyhow::ensure!(
+        ia.dimensions() == ib.dimensions(),
+        "{} is {:?} but {} is {:?}",
+        a.display(),
+        ia.dimensions(),
+        b.display(),
+        ib.dimensions()
+    );
+    let (largest, differing) = ia
+        .pixels()
+        .zip(ib.pixels())
+        .fold((0u8, 0u64), |acc, (p, q)| {
+            let d = p.0[..3]
+                .iter()
+                .zip(&q.0[..3])
+                .map(|(x, y)| x.abs_diff(*y))
+                .max()
+                .unwrap();
+            (acc.0.max(d), acc.1 + u64::from(d > 0))
+        });
+    println!(
+        "{}x{}: max |a-b| = {largest}/255, {differing} pixels differ, PSNR-RGB {:.2} dB",
+        ia.width(),
+        ia.height(),
+        upscale_demo::metrics::psnr_rgb(&ia, &ib)
+    );
+    if let Some(m) = max.filter(|&m| largest > m) {
+        anyhow::bail!("the images differ by {largest}/255, more than --max {m}");
+    }
+    Ok(())
+}
+
+fn run_dataset(config: &Config, args: &DatasetArgs) -> anyhow::Result<()> {
+    let s = dataset::run(config, args)?;
+    println!(
+        "{} train + {} val pairs ({}x{} (msaa {}) -> {}x{}, reference {}x supersampled) in \
+         {} on {}, validation errors {}",
+        s.train.len(),
+        s.val.len(),
+        s.render_size[0],
+        s.render_size[1],
+        s.msaa,
+        s.output_size[0],
+        s.output_size[1],
+        s.supersample,
+        args.out.display(),
+        s.device,
+        s.validation_errors
+    );
+    Ok(())
+}
+
+/// `headless`: the scripted path once, or (`--soak`) the long switching run.
+fn run_headless_command(mut config: Config, h: HeadlessCli) -> anyhow::Result<()> {
+    if let Some(m) = h.model {
+        config.upscale.model = m;
+    }
+    if let Some((w, h)) = h.output_size {
+        config = config.with_output_size(w, h)?;
+    }
+    if h.soak {
+        let models = match h.models.is_empty() {
+            true => soak::default_models(&paths::root()),
+            false => h.models,
+        };
+        let args = SoakArgs {
+            frames: h.frames.unwrap_or(10_000),
+            out: h.out,
+            pattern_every: h.switch_every.unwrap_or(30),
+            model_every: h.model_every,
+            models,
+        };
+        return run_soak(&config, &args);
+    }
+    run_headless(
+        &config,
+        HeadlessArgs {
+            frames: h.frames.unwrap_or(60),
+            out: h.out,
+            pattern: h.pattern,
+            switch_every: h.switch_every,
+            compare: h.compare,
+            divider: h.divider,
+        },
+    )
+}
+
+/// The game in a window; without a display, the headless scripted path instead.
+fn run_window(
+    config: Config,
+    exit_after_frames: Option<u64>,
+    summary: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    if !has_display() {
+        eprintln!(
+            "No display found (DISPLAY and WAYLAND_DISPLAY are unset): running the headless mode instead.\n\
+             It renders the scripted camera path; see out/headless/last.png and summary.json."
+        );
+        return run_headless(
+            &config,
+            HeadlessArgs {
+                frames: exit_after_frames.unwrap_or(300),
+                out: PathBuf::from("out/headless"),
+                pattern: None,
+                switch_every: None,
+                compare: None,
+                divider: None,
+            },
+        );
+    }
+    let args = WindowArgs {
+        exit_after_frames,
+        summary,
+        screenshot_dir: PathBuf::from("screenshots"),
+    };
+    window::run(config, args).context("windowed run")
 }
 
 fn run_soak(config: &Config, args: &SoakArgs) -> anyhow::Result<()> {
     let s = soak::run(config, args)?;
     let r = s.soak.as_ref().expect("a soak run has a soak report");
-    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     println!(
         "soak: {} frames at {}x{} -> {}x{} on {} in {:.0} s (median frame {:.2} ms), \
          pattern every {} frames, model every {}",
@@ -494,6 +492,30 @@ fn run_soak(config: &Config, args: &SoakArgs) -> anyhow::Result<()> {
         r.validation_errors,
         if r.validation_enabled { "on" } else { "OFF" }
     );
+    print_soak_memory(r);
+    println!(
+        "  frames over {}x their pattern's median: {} steady, {} right after a switch",
+        soak::SPIKE_FACTOR,
+        r.spike_count,
+        r.switch_spike_count
+    );
+    for spike in &r.spikes {
+        println!(
+            "    frame {}: {:.1} ms ({} on {}, median {:.2} ms)",
+            spike.frame, spike.ms, spike.pattern, spike.model, spike.median_ms
+        );
+    }
+    println!("wrote {}/summary.json", args.out.display());
+    if !r.failures.is_empty() {
+        anyhow::bail!("soak failed: {}", r.failures.join("; "));
+    }
+    println!("soak passed");
+    Ok(())
+}
+
+/// The soak's memory samples and growth against the limit.
+fn print_soak_memory(r: &soak::SoakReport) {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     for (name, sample) in [("start", r.start), ("end", r.end)] {
         if let Some(m) = sample {
             println!(
@@ -518,24 +540,6 @@ fn run_soak(config: &Config, args: &SoakArgs) -> anyhow::Result<()> {
                 .to_string()
         }
     );
-    println!(
-        "  frames over {}x their pattern's median: {} steady, {} right after a switch",
-        soak::SPIKE_FACTOR,
-        r.spike_count,
-        r.switch_spike_count
-    );
-    for spike in &r.spikes {
-        println!(
-            "    frame {}: {:.1} ms ({} on {}, median {:.2} ms)",
-            spike.frame, spike.ms, spike.pattern, spike.model, spike.median_ms
-        );
-    }
-    println!("wrote {}/summary.json", args.out.display());
-    if !r.failures.is_empty() {
-        anyhow::bail!("soak failed: {}", r.failures.join("; "));
-    }
-    println!("soak passed");
-    Ok(())
 }
 
 fn run_headless(config: &Config, args: HeadlessArgs) -> anyhow::Result<()> {

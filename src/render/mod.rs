@@ -6,9 +6,12 @@ pub mod compare;
 pub mod composite;
 pub mod offscreen;
 pub mod overlay;
+mod record;
 pub mod scene;
 mod scene_targets;
 pub mod stats;
+
+pub(crate) use record::record_capture;
 
 use std::time::Instant;
 
@@ -17,10 +20,10 @@ use ash::vk;
 use egui_ash_renderer::allocator::GpuAllocator;
 
 use crate::game::world::World;
-use crate::gpu::barrier::{self, State, Transition};
+use crate::gpu::barrier::State;
 use crate::gpu::frame::{self, Frame};
 use crate::gpu::{self, Gpu, Image, ImageDesc};
-use crate::upscale::{self, FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
+use crate::upscale::{self, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use compare::{Compare, ComparePsnr, CompareSide};
 use composite::CompositePass;
 use scene::{ScenePass, SceneTargets};
@@ -430,257 +433,6 @@ impl Renderer {
         Ok(())
     }
 
-    /// Scene pass and the upscaler's first part, into `cmd[0]`.
-    unsafe fn record_until_split(
-        &mut self,
-        gpu: &Gpu,
-        slot: usize,
-        world: &World,
-    ) -> anyhow::Result<vk::CommandBuffer> {
-        let frame = &mut self.frames[slot];
-        let cmd = frame.cmd[0];
-        frame::begin(gpu, cmd)?;
-        let span = frame.timestamps.begin(gpu, cmd, "scene");
-        self.scene.record(gpu, cmd, &self.targets, world);
-        frame.timestamps.end(gpu, cmd, span);
-        let span = frame.timestamps.begin(gpu, cmd, "upscale");
-        let write = self
-            .output
-            .transition(barrier::REUSE, barrier::UPSCALE_WRITE);
-        barrier::transition(&gpu.device, cmd, &[write]);
-        let mut io = FrameIo {
-            gpu,
-            cmd,
-            slot,
-            input: &self.targets.color,
-            output: &self.output,
-            timestamps: &mut frame.timestamps,
-        };
-        self.upscaler.record(&mut io)?;
-        if self.upscaler.schedule() == Schedule::Single {
-            frame.timestamps.end(gpu, cmd, span);
-        } else {
-            // The span closes in the second command buffer: `upscale` then covers the whole
-            // latency from scene end to output ready, host step included.
-            self.open_span = Some(span);
-        }
-        Ok(cmd)
-    }
-
-    /// Submits command buffer A signalling the next timeline value, which it returns, and
-    /// `extra` = (semaphore, value) of a pattern's own timeline.
-    ///
-    /// # Safety
-    /// `cmd_a` is recording and holds the first half of this frame.
-    unsafe fn submit_first(
-        &mut self,
-        gpu: &Gpu,
-        cmd_a: vk::CommandBuffer,
-        extra: Option<(vk::Semaphore, u64)>,
-    ) -> anyhow::Result<u64> {
-        gpu.device.end_command_buffer(cmd_a)?;
-        self.timeline_value += 1;
-        let value = self.timeline_value;
-        let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd_a)];
-        let signal = |semaphore, value| {
-            vk::SemaphoreSubmitInfo::default()
-                .semaphore(semaphore)
-                .value(value)
-                .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
-        };
-        let mut signals = vec![signal(self.timeline, value)];
-        signals.extend(extra.map(|(s, v)| signal(s, v)));
-        let submit = vk::SubmitInfo2::default()
-            .command_buffer_infos(&cmds)
-            .signal_semaphore_infos(&signals);
-        gpu.device
-            .queue_submit2(gpu.queue, &[submit], vk::Fence::null())?;
-        Ok(value)
-    }
-
-    /// Begins command buffer B with the upscaler's second part and closes the `upscale` span.
-    ///
-    /// # Safety
-    /// This slot's fence was waited on; command buffer B is not pending.
-    unsafe fn begin_second(&mut self, gpu: &Gpu, slot: usize) -> anyhow::Result<vk::CommandBuffer> {
-        let frame = &mut self.frames[slot];
-        let cmd_b = frame.cmd[1];
-        frame::begin(gpu, cmd_b)?;
-        let mut io = FrameIo {
-            gpu,
-            cmd: cmd_b,
-            slot,
-            input: &self.targets.color,
-            output: &self.output,
-            timestamps: &mut frame.timestamps,
-        };
-        self.upscaler.record_after(&mut io)?;
-        if let Some(span) = self.open_span.take() {
-            frame.timestamps.end(gpu, cmd_b, span);
-        }
-        Ok(cmd_b)
-    }
-
-    /// The compare view's work (when on), output to SAMPLED, composite onto the target,
-    /// optional capture, UI, final state.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn record_tail(
-        &mut self,
-        gpu: &Gpu,
-        slot: usize,
-        cmd: vk::CommandBuffer,
-        world: &World,
-        target: &Target,
-        ui: Option<&UiFrame>,
-    ) -> anyhow::Result<()> {
-        let device = &gpu.device;
-        let timestamps = &mut self.frames[slot].timestamps;
-        let target_range = barrier::color_range();
-        let mut output_state = barrier::UPSCALE_WRITE;
-        if let Some(compare) = &mut self.compare {
-            let span = timestamps.begin(gpu, cmd, "compare");
-            output_state = compare.record(
-                gpu,
-                cmd,
-                slot,
-                self.frame_number,
-                &mut self.scene,
-                world,
-                &self.targets.color,
-                &self.output,
-            )?;
-            timestamps.end(gpu, cmd, span);
-        }
-        let span = timestamps.begin(gpu, cmd, "composite");
-        barrier::transition(
-            device,
-            cmd,
-            &[
-                Transition {
-                    image: self.output.raw,
-                    range: self.output.desc.range(),
-                    from: output_state,
-                    to: barrier::SAMPLED,
-                },
-                Transition {
-                    image: target.image,
-                    range: target_range,
-                    from: target.initial,
-                    to: barrier::COLOR_WRITE,
-                },
-            ],
-        );
-        let split = self
-            .compare
-            .as_ref()
-            .map(|c| (c.right_image(), self.divider));
-        self.composite
-            .record(gpu, cmd, &self.output, split, target.view, target.extent);
-        timestamps.end(gpu, cmd, span);
-        if let Some(buffer) = target.capture {
-            record_capture(
-                device,
-                cmd,
-                target.image,
-                target.extent,
-                barrier::COLOR_WRITE,
-                buffer,
-            );
-        }
-        if let Some(buffer) = target.capture_input {
-            let input = &self.targets.color;
-            record_capture(
-                device,
-                cmd,
-                input.raw,
-                input.extent(),
-                barrier::SAMPLED,
-                buffer,
-            );
-        }
-        let span = timestamps.begin(gpu, cmd, "ui");
-        if let Some(ui) = ui {
-            let color = [vk::RenderingAttachmentInfo::default()
-                .image_view(target.view)
-                .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
-                .load_op(vk::AttachmentLoadOp::LOAD)
-                .store_op(vk::AttachmentStoreOp::STORE)];
-            let info = vk::RenderingInfo::default()
-                .render_area(vk::Rect2D {
-                    offset: vk::Offset2D::default(),
-                    extent: target.extent,
-                })
-                .layer_count(1)
-                .color_attachments(&color);
-            device.cmd_begin_rendering(cmd, &info);
-            self.egui
-                .cmd_draw(cmd, target.extent, ui.pixels_per_point, ui.primitives)?;
-            device.cmd_end_rendering(cmd);
-        }
-        timestamps.end(gpu, cmd, span);
-        barrier::transition(
-            device,
-            cmd,
-            &[Transition {
-                image: target.image,
-                range: target_range,
-                from: barrier::COLOR_WRITE,
-                to: target.final_state,
-            }],
-        );
-        device.end_command_buffer(cmd)?;
-        Ok(())
-    }
-
-    /// Submits the frame's last command buffer: waits for the swapchain image (and, for
-    /// [`Schedule::HostSignal`] / [`Schedule::DeviceSignal`], for `timeline_wait` = (semaphore,
-    /// value) given by the host or the other API), signals present-ready and the slot's fence.
-    unsafe fn submit_tail(
-        &mut self,
-        gpu: &Gpu,
-        slot: usize,
-        cmd: vk::CommandBuffer,
-        target: &Target,
-        timeline_wait: Option<(vk::Semaphore, u64)>,
-    ) -> anyhow::Result<()> {
-        let frame = &self.frames[slot];
-        let cmds = [vk::CommandBufferSubmitInfo::default().command_buffer(cmd)];
-        let mut waits: Vec<vk::SemaphoreSubmitInfo> = target
-            .wait
-            .iter()
-            .map(|&s| {
-                vk::SemaphoreSubmitInfo::default()
-                    .semaphore(s)
-                    .stage_mask(vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT)
-            })
-            .collect();
-        if let Some((semaphore, value)) = timeline_wait {
-            waits.push(
-                vk::SemaphoreSubmitInfo::default()
-                    .semaphore(semaphore)
-                    .value(value)
-                    .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS),
-            );
-        }
-        let signals: Vec<vk::SemaphoreSubmitInfo> = target
-            .signal
-            .iter()
-            .map(|&s| {
-                vk::SemaphoreSubmitInfo::default()
-                    .semaphore(s)
-                    .stage_mask(vk::PipelineStageFlags2::ALL_COMMANDS)
-            })
-            .collect();
-        let submit = vk::SubmitInfo2::default()
-            .command_buffer_infos(&cmds)
-            .wait_semaphore_infos(&waits)
-            .signal_semaphore_infos(&signals);
-        gpu.device.reset_fences(&[frame.fence])?;
-        gpu.device
-            .queue_submit2(gpu.queue, &[submit], frame.fence)?;
-        Ok(())
-    }
-
     /// Waits for every frame in flight and attaches their GPU times (end of a headless run,
     /// before a capture is read, before a swapchain is recreated).
     pub fn wait_all(&mut self, gpu: &Gpu) -> anyhow::Result<()> {
@@ -710,46 +462,4 @@ impl Renderer {
         self.targets.destroy(gpu);
         self.scene.destroy(gpu);
     }
-}
-
-/// Copies `image` (in state `state`) into `buffer` (tightly packed 4 bytes per pixel) and
-/// returns it to `state`; the buffer is visible to host reads once the frame's fence signalled.
-///
-/// # Safety
-/// `cmd` is recording outside a rendering scope; the image is in `state`.
-pub(crate) unsafe fn record_capture(
-    device: &ash::Device,
-    cmd: vk::CommandBuffer,
-    image: vk::Image,
-    extent: vk::Extent2D,
-    state: State,
-    buffer: vk::Buffer,
-) {
-    let range = barrier::color_range();
-    let t = |from, to| Transition {
-        image,
-        range,
-        from,
-        to,
-    };
-    barrier::transition(device, cmd, &[t(state, barrier::TRANSFER_SRC)]);
-    let copy = gpu::image::whole_copy(extent);
-    device.cmd_copy_image_to_buffer(
-        cmd,
-        image,
-        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
-        buffer,
-        &[copy],
-    );
-    barrier::memory(
-        device,
-        cmd,
-        (
-            vk::PipelineStageFlags2::COPY,
-            vk::AccessFlags2::TRANSFER_WRITE,
-        ),
-        (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
-    );
-    // Back to the state the next user expects (the UI pass loads the composited pixels).
-    barrier::transition(device, cmd, &[t(barrier::TRANSFER_SRC, state)]);
 }

@@ -5,19 +5,20 @@
 //! `OrtModel::load` initialises the runtime from `locate_runtime(None)` if the app did not.
 
 mod info;
+mod inspect;
+mod memory;
 mod runtime;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::ptr::NonNull;
 use std::str::FromStr;
 
-use ort::memory::{AllocationDevice, Allocator, AllocatorType, MemoryInfo, MemoryType};
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
-use ort::value::{Shape, Tensor, TensorRef, TensorRefMut};
-use ort::AsPointer;
+use ort::value::TensorRefMut;
 
 pub use info::{ModelInfo, ScaleSource, IMAGE_CHANNELS, MAX_SCALE, SCALE_KEY};
+use inspect::inspect;
+use memory::{cpu_memory_info, cuda_memory_info, to_shape, wrap_f32_memory};
 pub use runtime::{
     check_runtime_path, init_runtime, locate_runtime, locate_runtime_in, RuntimeInfo,
     RuntimeLocation, RuntimeSource, DEPS_DIR, RUNTIME_ENV_VAR, RUNTIME_FILE_NAME,
@@ -476,172 +477,4 @@ impl OrtModel {
             None => Ok(()),
         }
     }
-}
-
-/// Validates the session's signature and determines the scale.
-fn inspect(path: &Path, session: &mut Session) -> Result<ModelInfo, ModelError> {
-    let not_image = |found: String| ModelError::NotImage {
-        path: path.to_path_buf(),
-        found,
-    };
-    let names = |outlets: &[ort::value::Outlet]| {
-        outlets
-            .iter()
-            .map(|o| format!("'{}'", o.name()))
-            .collect::<Vec<_>>()
-    };
-    let (ins, outs) = (session.inputs(), session.outputs());
-    if ins.len() != 1 || outs.len() != 1 {
-        return Err(not_image(format!(
-            "it has {} input(s) [{}] and {} output(s) [{}]",
-            ins.len(),
-            names(ins).join(", "),
-            outs.len(),
-            names(outs).join(", ")
-        )));
-    }
-    let (input_name, output_name) = (ins[0].name().to_string(), outs[0].name().to_string());
-    let in_dims = info::image_dims(path, "input", &input_name, ins[0].dtype())?;
-    let out_dims = info::image_dims(path, "output", &output_name, outs[0].dtype())?;
-    let static_scale = match (
-        info::both(in_dims.height, in_dims.width),
-        info::both(out_dims.height, out_dims.width),
-    ) {
-        (Some(i), Some(o)) => Some(info::scale_from_sizes(path, i, o)?),
-        _ => None,
-    };
-
-    let metadata_scale = session
-        .metadata()
-        .map_err(|e| ModelError::Invalid {
-            path: path.to_path_buf(),
-            reason: format!("cannot read metadata: {e}"),
-        })?
-        .custom(SCALE_KEY);
-    let (scale, scale_source) = match (metadata_scale, static_scale) {
-        (Some(value), static_scale) => {
-            let scale = info::parse_scale(path, &value)?;
-            if let Some(shape_scale) = static_scale.filter(|&s| s != scale) {
-                return Err(ModelError::Scale {
-                    path: path.to_path_buf(),
-                    reason: format!(
-                        "metadata '{SCALE_KEY}' says {scale} but the tensor shapes give {shape_scale}; fix the metadata"
-                    ),
-                });
-            }
-            (scale, ScaleSource::Metadata)
-        }
-        (None, Some(scale)) => (scale, ScaleSource::ShapeProbe),
-        (None, None) => (
-            probe_scale(path, session, &input_name, in_dims)?,
-            ScaleSource::ShapeProbe,
-        ),
-    };
-
-    Ok(ModelInfo {
-        path: path.to_path_buf(),
-        input_name,
-        output_name,
-        scale,
-        channels: IMAGE_CHANNELS,
-        scale_source,
-        input_height: in_dims.height,
-        input_width: in_dims.width,
-    })
-}
-
-/// Runs the model once on zeros and compares the output size with the input size.
-fn probe_scale(
-    path: &Path,
-    session: &mut Session,
-    input_name: &str,
-    dims: info::ImageDims,
-) -> Result<u32, ModelError> {
-    let h = dims.height.unwrap_or(PROBE_SIZE);
-    let w = dims.width.unwrap_or(PROBE_SIZE);
-    let shape = [1, IMAGE_CHANNELS as usize, h as usize, w as usize];
-    let zeros = vec![0.0f32; shape.iter().product()];
-    let probe_err = |e: ort::Error| ModelError::Scale {
-        path: path.to_path_buf(),
-        reason: format!(
-            "the shape probe (running input '{input_name}' on a {w}x{h} zero image) failed: {e}; \
-             add metadata '{SCALE_KEY}' to the model"
-        ),
-    };
-    let input = TensorRef::from_array_view((shape, zeros.as_slice())).map_err(probe_err)?;
-    let outputs = session.run(ort::inputs![input]).map_err(probe_err)?;
-    let (out_shape, _) = outputs[0].try_extract_tensor::<f32>().map_err(probe_err)?;
-    let out_hw = (out_shape.len() == 4)
-        .then(|| {
-            (
-                u32::try_from(out_shape[2]).ok(),
-                u32::try_from(out_shape[3]).ok(),
-            )
-        })
-        .and_then(|(oh, ow)| info::both(oh, ow));
-    match out_hw {
-        Some(o) => info::scale_from_sizes(path, (h, w), o),
-        None => Err(ModelError::Scale {
-            path: path.to_path_buf(),
-            reason: format!("the shape probe produced output shape {out_shape:?}, expected rank 4"),
-        }),
-    }
-}
-
-fn cpu_memory_info() -> ort::Result<MemoryInfo<'static>> {
-    MemoryInfo::new(
-        AllocationDevice::CPU,
-        0,
-        AllocatorType::Device,
-        MemoryType::Default,
-    )
-}
-
-fn cuda_memory_info(device_id: i32) -> ort::Result<MemoryInfo<'static>> {
-    MemoryInfo::new(
-        AllocationDevice::CUDA,
-        device_id,
-        AllocatorType::Device,
-        MemoryType::Default,
-    )
-}
-
-fn to_shape(dims: [usize; 4]) -> Shape {
-    Shape::new(dims.map(|d| d as i64))
-}
-
-/// An owned `ort` tensor over caller memory (CPU or CUDA, as `mem` says), as
-/// `OutputSelector::preallocate` needs an owned `Value` and `TensorRefMut` cannot be turned
-/// into one (its `try_upgrade` refuses borrowed data). `CreateTensorWithDataAsOrtValue` does
-/// not take ownership of the data, so dropping the value releases only ORT's tensor header.
-///
-/// # Safety
-/// `data` holds `shape` f32 elements in the memory `mem` describes; the returned value must
-/// only be used by runs while that memory is alive and not otherwise accessed.
-unsafe fn wrap_f32_memory(
-    mem: MemoryInfo<'static>,
-    data: *mut std::ffi::c_void,
-    shape: [usize; 4],
-    allocator: &Allocator,
-) -> ort::Result<Tensor<f32>> {
-    let dims = shape.map(|d| d as i64);
-    let bytes = shape.iter().product::<usize>() * std::mem::size_of::<f32>();
-    let mut value: *mut ort::sys::OrtValue = std::ptr::null_mut();
-    // SAFETY: all pointers are valid for the call; `data` has `shape` elements (caller).
-    unsafe {
-        ort::Error::result_from_status((ort::api().CreateTensorWithDataAsOrtValue)(
-            mem.ptr(),
-            data,
-            bytes,
-            dims.as_ptr(),
-            dims.len(),
-            ort::sys::ONNXTensorElementDataType::ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
-            &mut value,
-        ))?;
-    }
-    let value = NonNull::new(value)
-        .ok_or_else(|| ort::Error::new("CreateTensorWithDataAsOrtValue returned null"))?;
-    // SAFETY: `value` is a fresh tensor we own; `from_ptr` insists on an allocator for
-    // tensors, and the session's CPU allocator describes the same memory kind.
-    Ok(unsafe { Tensor::from_ptr(value, Some(allocator)) })
 }
