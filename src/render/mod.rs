@@ -9,6 +9,7 @@ pub mod overlay;
 mod record;
 pub mod scene;
 mod scene_targets;
+mod scene_textures;
 pub mod stats;
 
 pub(crate) use record::record_capture;

@@ -170,6 +170,38 @@ impl Renderer {
         self.composite
             .record(gpu, cmd, &self.output, split, target.view, target.extent);
         timestamps.end(gpu, cmd, span);
+        self.record_captures(device, cmd, target);
+        let span = self.frames[slot].timestamps.begin(gpu, cmd, "ui");
+        if let Some(ui) = ui {
+            self.record_ui(gpu, cmd, target, ui)?;
+        }
+        self.frames[slot].timestamps.end(gpu, cmd, span);
+        barrier::transition(
+            device,
+            cmd,
+            &[Transition {
+                image: target.image,
+                range: target_range,
+                from: barrier::COLOR_WRITE,
+                to: target.final_state,
+            }],
+        );
+        device.end_command_buffer(cmd)?;
+        Ok(())
+    }
+
+    /// Copies the composited target and/or the low-resolution input to their capture buffers
+    /// (screenshots, headless `last.png`, the tests' readbacks), when the target asks for them.
+    ///
+    /// # Safety
+    /// `cmd` is recording outside a rendering scope; the target is in COLOR_WRITE and the scene
+    /// image in SAMPLED.
+    unsafe fn record_captures(
+        &self,
+        device: &ash::Device,
+        cmd: vk::CommandBuffer,
+        target: &Target,
+    ) {
         if let Some(buffer) = target.capture {
             record_capture(
                 device,
@@ -191,37 +223,36 @@ impl Renderer {
                 buffer,
             );
         }
-        let span = timestamps.begin(gpu, cmd, "ui");
-        if let Some(ui) = ui {
-            let color = [vk::RenderingAttachmentInfo::default()
-                .image_view(target.view)
-                .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
-                .load_op(vk::AttachmentLoadOp::LOAD)
-                .store_op(vk::AttachmentStoreOp::STORE)];
-            let info = vk::RenderingInfo::default()
-                .render_area(vk::Rect2D {
-                    offset: vk::Offset2D::default(),
-                    extent: target.extent,
-                })
-                .layer_count(1)
-                .color_attachments(&color);
-            device.cmd_begin_rendering(cmd, &info);
-            self.egui
-                .cmd_draw(cmd, target.extent, ui.pixels_per_point, ui.primitives)?;
-            device.cmd_end_rendering(cmd);
-        }
-        timestamps.end(gpu, cmd, span);
-        barrier::transition(
-            device,
-            cmd,
-            &[Transition {
-                image: target.image,
-                range: target_range,
-                from: barrier::COLOR_WRITE,
-                to: target.final_state,
-            }],
-        );
-        device.end_command_buffer(cmd)?;
+    }
+
+    /// The egui overlay, loaded over the composited picture.
+    ///
+    /// # Safety
+    /// `cmd` is recording outside a rendering scope; the target is in COLOR_WRITE.
+    unsafe fn record_ui(
+        &mut self,
+        gpu: &Gpu,
+        cmd: vk::CommandBuffer,
+        target: &Target,
+        ui: &UiFrame,
+    ) -> anyhow::Result<()> {
+        let device = &gpu.device;
+        let color = [vk::RenderingAttachmentInfo::default()
+            .image_view(target.view)
+            .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+            .load_op(vk::AttachmentLoadOp::LOAD)
+            .store_op(vk::AttachmentStoreOp::STORE)];
+        let info = vk::RenderingInfo::default()
+            .render_area(vk::Rect2D {
+                offset: vk::Offset2D::default(),
+                extent: target.extent,
+            })
+            .layer_count(1)
+            .color_attachments(&color);
+        device.cmd_begin_rendering(cmd, &info);
+        self.egui
+            .cmd_draw(cmd, target.extent, ui.pixels_per_point, ui.primitives)?;
+        device.cmd_end_rendering(cmd);
         Ok(())
     }
 
