@@ -3,6 +3,7 @@
 
 mod keys;
 
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -190,19 +191,14 @@ impl Config {
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        let bad = |key, value: &dyn std::fmt::Display, allowed: String| ConfigError::Value {
-            path: path.to_owned(),
-            key,
-            value: value.to_string(),
-            allowed,
-        };
-        let size = |key, v: u32| {
-            if v == 0 || v > MAX_SIZE {
-                Err(bad(key, &v, format!("must be 1..={MAX_SIZE} pixels")))
-            } else {
-                Ok(())
-            }
-        };
+        self.validate_sizes(path)?;
+        self.validate_choices(path)
+    }
+
+    /// Window and render sizes, `render.scale` and `render.msaa`.
+    fn validate_sizes(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |key, value: &dyn Display, allowed| value_error(path, key, value, allowed);
+        let size = |key, v| check_size(path, key, v);
         size("window.width", self.window.width)?;
         size("window.height", self.window.height)?;
         size("render.output_width", self.render.output_width)?;
@@ -215,6 +211,23 @@ impl Config {
                 "must be an integer 1..=8".into(),
             ));
         }
+        self.validate_render_size(path)?;
+        if !MSAA_CHOICES.contains(&r.msaa) {
+            return Err(bad(
+                "render.msaa",
+                &r.msaa,
+                "must be one of 1, 2, 4, 8 (samples per pixel; 1 = no MSAA)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// An explicit render size (both keys, within the output) or a scale that divides the
+    /// output size.
+    fn validate_render_size(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |key, value: &dyn Display, allowed| value_error(path, key, value, allowed);
+        let size = |key, v| check_size(path, key, v);
+        let r = &self.render;
         match (r.render_width, r.render_height) {
             (Some(w), Some(h)) => {
                 size("render.render_width", w)?;
@@ -256,13 +269,12 @@ impl Config {
                 ))
             }
         }
-        if !MSAA_CHOICES.contains(&r.msaa) {
-            return Err(bad(
-                "render.msaa",
-                &r.msaa,
-                "must be one of 1, 2, 4, 8 (samples per pixel; 1 = no MSAA)".into(),
-            ));
-        }
+        Ok(())
+    }
+
+    /// The keys that name one of a fixed set of choices, and the mouse sensitivity.
+    fn validate_choices(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |key, value: &dyn Display, allowed| value_error(path, key, value, allowed);
         if Pattern::parse(&self.upscale.pattern).is_none() {
             return Err(bad(
                 "upscale.pattern",
@@ -318,6 +330,35 @@ impl Config {
             _ => (r.output_width / r.scale, r.output_height / r.scale),
         };
         (render, output)
+    }
+}
+
+/// A key whose value is not allowed, with what is.
+fn value_error(
+    path: &Path,
+    key: &'static str,
+    value: &dyn Display,
+    allowed: String,
+) -> ConfigError {
+    ConfigError::Value {
+        path: path.to_owned(),
+        key,
+        value: value.to_string(),
+        allowed,
+    }
+}
+
+/// A size in pixels: 1..=MAX_SIZE.
+fn check_size(path: &Path, key: &'static str, v: u32) -> Result<(), ConfigError> {
+    if v == 0 || v > MAX_SIZE {
+        Err(value_error(
+            path,
+            key,
+            &v,
+            format!("must be 1..={MAX_SIZE} pixels"),
+        ))
+    } else {
+        Ok(())
     }
 }
 
