@@ -282,69 +282,15 @@ pub fn run(config: &Config, args: &SoakArgs) -> anyhow::Result<Summary> {
     let mut config = config.clone();
     config.upscale.model = first.clone();
     let mut r = Runner::new(&config, Pattern::Bilinear)?;
-    let labels: Vec<String> = args
-        .models
-        .iter()
-        .map(|m| models::label(&super::paths::root(), m))
-        .collect();
-    let first_index = r.session.models().1;
-    let cycle = args.model_every * args.models.len() as u64;
-    let mut frames = Vec::with_capacity(args.frames as usize);
-    let mut memory = Vec::new();
-    let (mut pattern_ms, mut model_ms) = (Vec::new(), Vec::new());
-    let mut used = vec![Pattern::Bilinear.name().to_string()];
-    let mut since_switch = u64::MAX;
-    // The running model as an index into `args.models` (for the spike groups).
-    let mut model = 0;
+    let mut log = SoakLog::new(args, r.session.models().1);
     let started = Instant::now();
     let progress_every = (args.frames / 20).max(1);
     for n in 0..args.frames {
-        if n > 0 && n % args.model_every == 0 {
-            let m = &args.models[(n / args.model_every) as usize % args.models.len()];
-            let t = Instant::now();
-            // A refused model leaves the previous one running; the session counts it.
-            let _ = r.session.switch_model(m);
-            model_ms.push(t.elapsed().as_secs_f64() * 1e3);
-            since_switch = 0;
-            let (list, current) = r.session.models();
-            model = args
-                .models
-                .iter()
-                .position(|m| models::same_file(m, &list[current]))
-                .unwrap_or(usize::MAX);
-        }
-        if n > 0 && n % args.pattern_every == 0 {
-            let available = r.available_patterns();
-            let next = available[(n / args.pattern_every) as usize % available.len()];
-            if next != r.session.renderer.pattern() {
-                let t = Instant::now();
-                r.session.switch(next);
-                pattern_ms.push(t.elapsed().as_secs_f64() * 1e3);
-                since_switch = 0;
-                if !used.iter().any(|u| u == next.name()) {
-                    used.push(next.name().into());
-                }
-            }
-        }
+        log.switch_model_if_due(&mut r, n);
+        log.switch_pattern_if_due(&mut r, n);
         let t = Instant::now();
         r.frame(n, n + 1 == args.frames)?;
-        let current = r.session.models().1;
-        frames.push(FrameTime {
-            frame: n,
-            ms: t.elapsed().as_secs_f64() * 1e3,
-            pattern: r.session.renderer.pattern(),
-            model,
-            after_switch: since_switch < SETTLE_FRAMES,
-        });
-        since_switch = since_switch.saturating_add(1);
-        let sampled = memory.last().map(|s: &MemorySample| s.frame / cycle);
-        let canonical = r.session.renderer.pattern() == Pattern::Bilinear
-            && current == first_index
-            && (n + 1) % args.pattern_every == 0
-            && since_switch >= args.pattern_every.min(SETTLE_FRAMES * 2);
-        if canonical && sampled != Some(n / cycle) {
-            memory.push(MemorySample::take(n, &r.session.gpu)?);
-        }
+        log.frame_done(&r, n, t.elapsed().as_secs_f64() * 1e3)?;
         if (n + 1) % progress_every == 0 {
             tracing::info!(
                 "soak: frame {}/{} ({:.0} s)",
@@ -356,9 +302,8 @@ pub fn run(config: &Config, args: &SoakArgs) -> anyhow::Result<Summary> {
     }
     let seconds = started.elapsed().as_secs_f64();
     r.save_pngs(&args.out)?;
-    let report = report(
-        &r, args, labels, frames, memory, pattern_ms, model_ms, seconds,
-    );
+    let used = log.used.clone();
+    let report = log.report(&r, seconds);
     let mut summary = Summary::new(&r.session, used);
     summary.soak = Some(report);
     summary
@@ -367,48 +312,142 @@ pub fn run(config: &Config, args: &SoakArgs) -> anyhow::Result<Summary> {
     Ok(summary)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn report(
-    r: &Runner,
-    args: &SoakArgs,
-    labels: Vec<String>,
+/// What the soak loop records as it goes: frame times, memory samples, switch times.
+struct SoakLog<'a> {
+    args: &'a SoakArgs,
+    /// Frames per full model cycle; memory is sampled once per cycle.
+    cycle: u64,
+    /// The session's index of the first model (memory is sampled while it runs).
+    first_index: usize,
     frames: Vec<FrameTime>,
     memory: Vec<MemorySample>,
     pattern_ms: Vec<f64>,
     model_ms: Vec<f64>,
-    seconds: f64,
-) -> SoakReport {
-    let (start, end) = start_and_end(&memory);
-    let growth = |f: fn(&MemorySample) -> u64| Some(growth_pct(f(&start?), f(&end?)));
-    let (spikes, spike_count, switch_spike_count) = find_spikes(&frames, &labels);
-    let mut all: Vec<f64> = frames.iter().map(|f| f.ms).collect();
-    all.sort_by(f64::total_cmp);
-    let gpu = &r.session.gpu;
-    let mut report = SoakReport {
-        frames: args.frames,
-        seconds,
-        pattern_every: args.pattern_every,
-        model_every: args.model_every,
-        models: labels,
-        validation_enabled: gpu.instance.validation_enabled,
-        validation_errors: gpu.validation_errors(),
-        rss_growth_pct: growth(|s| s.rss_bytes),
-        gpu_growth_pct: growth(|s| s.gpu_allocated_bytes),
-        memory_judged: memory.len() >= 3,
-        memory,
-        start,
-        end,
-        frame_ms_median: median(&all).unwrap_or(0.0),
-        spike_count,
-        spikes,
-        switch_spike_count,
-        pattern_switch: Times::of(pattern_ms),
-        model_switch: Times::of(model_ms),
-        failures: Vec::new(),
-    };
-    let required = std::env::var("UPSCALE_VALIDATION").as_deref() == Ok("1");
-    report.failures = failures(&report, required);
-    report
+    /// Patterns that ran, by name, in order of first use.
+    used: Vec<String>,
+    /// Frames since the last switch (`u64::MAX` before the first).
+    since_switch: u64,
+    /// The running model as an index into `args.models` (for the spike groups).
+    model: usize,
+}
+
+impl<'a> SoakLog<'a> {
+    fn new(args: &'a SoakArgs, first_index: usize) -> Self {
+        Self {
+            args,
+            cycle: args.model_every * args.models.len() as u64,
+            first_index,
+            frames: Vec::with_capacity(args.frames as usize),
+            memory: Vec::new(),
+            pattern_ms: Vec::new(),
+            model_ms: Vec::new(),
+            used: vec![Pattern::Bilinear.name().to_string()],
+            since_switch: u64::MAX,
+            model: 0,
+        }
+    }
+
+    fn switch_model_if_due(&mut self, r: &mut Runner, n: u64) {
+        let args = self.args;
+        if n == 0 || !n.is_multiple_of(args.model_every) {
+            return;
+        }
+        let m = &args.models[(n / args.model_every) as usize % args.models.len()];
+        let t = Instant::now();
+        // A refused model leaves the previous one running; the session counts it.
+        let _ = r.session.switch_model(m);
+        self.model_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        self.since_switch = 0;
+        let (list, current) = r.session.models();
+        self.model = args
+            .models
+            .iter()
+            .position(|m| models::same_file(m, &list[current]))
+            .unwrap_or(usize::MAX);
+    }
+
+    fn switch_pattern_if_due(&mut self, r: &mut Runner, n: u64) {
+        let every = self.args.pattern_every;
+        if n == 0 || !n.is_multiple_of(every) {
+            return;
+        }
+        let available = r.available_patterns();
+        let next = available[(n / every) as usize % available.len()];
+        if next != r.session.renderer.pattern() {
+            let t = Instant::now();
+            r.session.switch(next);
+            self.pattern_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            self.since_switch = 0;
+            if !self.used.iter().any(|u| u == next.name()) {
+                self.used.push(next.name().into());
+            }
+        }
+    }
+
+    /// Records frame `n`'s time and, once per model cycle at a settled bilinear frame on the
+    /// first model, a memory sample (so start and end are taken in the same state).
+    fn frame_done(&mut self, r: &Runner, n: u64, ms: f64) -> anyhow::Result<()> {
+        let pattern = r.session.renderer.pattern();
+        self.frames.push(FrameTime {
+            frame: n,
+            ms,
+            pattern,
+            model: self.model,
+            after_switch: self.since_switch < SETTLE_FRAMES,
+        });
+        self.since_switch = self.since_switch.saturating_add(1);
+        let every = self.args.pattern_every;
+        let sampled = self.memory.last().map(|s| s.frame / self.cycle);
+        let canonical = pattern == Pattern::Bilinear
+            && r.session.models().1 == self.first_index
+            && (n + 1).is_multiple_of(every)
+            && self.since_switch >= every.min(SETTLE_FRAMES * 2);
+        if canonical && sampled != Some(n / self.cycle) {
+            self.memory.push(MemorySample::take(n, &r.session.gpu)?);
+        }
+        Ok(())
+    }
+
+    fn report(self, r: &Runner, seconds: f64) -> SoakReport {
+        let args = self.args;
+        let labels: Vec<String> = args
+            .models
+            .iter()
+            .map(|m| models::label(&super::paths::root(), m))
+            .collect();
+        let memory = self.memory;
+        let (start, end) = start_and_end(&memory);
+        let growth = |f: fn(&MemorySample) -> u64| Some(growth_pct(f(&start?), f(&end?)));
+        let (spikes, spike_count, switch_spike_count) = find_spikes(&self.frames, &labels);
+        let mut all: Vec<f64> = self.frames.iter().map(|f| f.ms).collect();
+        all.sort_by(f64::total_cmp);
+        let gpu = &r.session.gpu;
+        let mut report = SoakReport {
+            frames: args.frames,
+            seconds,
+            pattern_every: args.pattern_every,
+            model_every: args.model_every,
+            models: labels,
+            validation_enabled: gpu.instance.validation_enabled,
+            validation_errors: gpu.validation_errors(),
+            rss_growth_pct: growth(|s| s.rss_bytes),
+            gpu_growth_pct: growth(|s| s.gpu_allocated_bytes),
+            memory_judged: memory.len() >= 3,
+            memory,
+            start,
+            end,
+            frame_ms_median: median(&all).unwrap_or(0.0),
+            spike_count,
+            spikes,
+            switch_spike_count,
+            pattern_switch: Times::of(self.pattern_ms),
+            model_switch: Times::of(self.model_ms),
+            failures: Vec::new(),
+        };
+        let required = std::env::var("UPSCALE_VALIDATION").as_deref() == Ok("1");
+        report.failures = failures(&report, required);
+        report
+    }
 }
 
 #[cfg(test)]
