@@ -166,30 +166,7 @@ impl Compare {
         // The same pass as the game's frame, at output size: the same MSAA.
         parts.native = Some(scene.targets(gpu, output)?);
         if let CompareSide::Pattern(pattern) = side {
-            let image = parts.image.insert(Image::new(
-                gpu,
-                "compare right side",
-                ImageDesc::new_2d(
-                    output,
-                    scene::COLOR_FORMAT,
-                    vk::ImageUsageFlags::STORAGE
-                        | vk::ImageUsageFlags::SAMPLED
-                        | vk::ImageUsageFlags::TRANSFER_DST,
-                ),
-            )?);
-            let upscaler = upscale::create(gpu, pattern, ml, input, image)?;
-            let single = upscaler.schedule() == Schedule::Single;
-            parts.upscaler = Some(upscaler);
-            anyhow::ensure!(
-                single,
-                "{pattern} has a host step and cannot be the compare view's right side"
-            );
-            for slot in 0..FRAMES_IN_FLIGHT {
-                parts.timestamps.push(Timestamps::new(
-                    gpu,
-                    &format!("compare right side spans {slot}"),
-                )?);
-            }
+            Self::build_right(gpu, pattern, ml, input, output, parts)?;
         }
         parts.psnr = Some(pipeline::compute(
             gpu,
@@ -243,6 +220,43 @@ impl Compare {
             scratch: Vec::with_capacity(64),
             last: None,
         })
+    }
+
+    /// The right side's own upscaler (`pattern`, same model) writing its own output image, and
+    /// its spans; into `parts`, so a failure part-way frees what was made.
+    fn build_right(
+        gpu: &Gpu,
+        pattern: Pattern,
+        ml: &MlSettings,
+        input: &Image,
+        output: vk::Extent2D,
+        parts: &mut Parts,
+    ) -> anyhow::Result<()> {
+        let image = parts.image.insert(Image::new(
+            gpu,
+            "compare right side",
+            ImageDesc::new_2d(
+                output,
+                scene::COLOR_FORMAT,
+                vk::ImageUsageFlags::STORAGE
+                    | vk::ImageUsageFlags::SAMPLED
+                    | vk::ImageUsageFlags::TRANSFER_DST,
+            ),
+        )?);
+        let upscaler = upscale::create(gpu, pattern, ml, input, image)?;
+        let single = upscaler.schedule() == Schedule::Single;
+        parts.upscaler = Some(upscaler);
+        anyhow::ensure!(
+            single,
+            "{pattern} has a host step and cannot be the compare view's right side"
+        );
+        for slot in 0..FRAMES_IN_FLIGHT {
+            parts.timestamps.push(Timestamps::new(
+                gpu,
+                &format!("compare right side spans {slot}"),
+            )?);
+        }
+        Ok(())
     }
 
     pub fn side(&self) -> CompareSide {
