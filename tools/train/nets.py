@@ -48,11 +48,14 @@ ARCHS = {
               (18, 18, 3), (18, OUT, 3)],
     # FSRCNN-shaped: extract wide, shrink to 16, map with five 3x3, expand, sub-pixel conv.
     "fsr16": [(3, 40, 5), (40, 16, 1)] + [(16, 16, 3)] * 5 + [(16, 40, 1), (40, OUT, 3)],
+    # `quality`'s layers with LeakyReLU and He initialisation: on the mip-biased input the ReLU
+    # `quality` net died at initialisation (every unit dead, output = the bilinear base).
+    "qleaky": [(3, 32, 5), (32, 32, 3), (32, 16, 3), (16, OUT, 3)],
 }
 
 
 # Negative slope of the LeakyReLU between convs, per arch (absent: ReLU, torch's default init).
-LEAKY = {"deep18": 0.1, "deep16": 0.1, "dil18": 0.1, "fsr16": 0.1}
+LEAKY = {"deep18": 0.1, "deep16": 0.1, "dil18": 0.1, "fsr16": 0.1, "qleaky": 0.1}
 
 
 def layer(spec):
