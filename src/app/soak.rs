@@ -302,7 +302,7 @@ pub fn run(config: &Config, args: &SoakArgs) -> anyhow::Result<Summary> {
     }
     let seconds = started.elapsed().as_secs_f64();
     r.save_pngs(&args.out)?;
-    let used = log.used.clone();
+    let used = std::mem::take(&mut log.used);
     let report = log.report(&r, seconds);
     let mut summary = Summary::new(&r.session, used);
     summary.soak = Some(report);

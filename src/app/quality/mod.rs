@@ -24,7 +24,8 @@ use super::frames::{FramePair, FrameSource};
 use super::session::ml_settings;
 use crate::game::poses::{self, Split};
 use crate::gpu::Gpu;
-use crate::infer::{plan, Engine, Graph, Plan};
+use crate::infer::Engine;
+use crate::upscale::instream;
 use crate::upscale::model::OrtModel;
 use crate::upscale::roundtrip::{nchw_to_rgba8, rgba8_to_nchw};
 use crate::upscale::Pattern;
@@ -128,10 +129,15 @@ impl RoundtripModel {
             self.out_shape,
         )?;
         let (w, h) = (self.out_shape[3] as u32, self.out_shape[2] as u32);
-        let mut rgba = vec![0u8; (w * h * 4) as usize];
-        nchw_to_rgba8(&self.output, &mut rgba);
-        Ok(image::RgbaImage::from_raw(w, h, rgba).expect("sized above"))
+        Ok(tensor_to_image(&self.output, (w, h)))
     }
+}
+
+/// An NCHW output tensor of `size` as the 8-bit image the game would show.
+fn tensor_to_image(tensor: &[f32], (w, h): (u32, u32)) -> image::RgbaImage {
+    let mut rgba = vec![0u8; (w * h * 4) as usize];
+    nchw_to_rgba8(tensor, &mut rgba);
+    image::RgbaImage::from_raw(w, h, rgba).expect("sized by the caller")
 }
 
 /// The model on the in-stream pattern's engine (Vulkan compute on the frame source's device),
@@ -149,24 +155,7 @@ impl InStreamModel {
         render: (u32, u32),
         output: (u32, u32),
     ) -> anyhow::Result<Self> {
-        let graph = Graph::load(&super::paths::resolve(path))?;
-        let shape = plan::image_input_shape(&graph, render.1 as usize, render.0 as usize)?;
-        let plan = Plan::new(&graph, &[shape])?;
-        let got = plan
-            .outputs
-            .first()
-            .map(|&id| plan.tensors[id].shape.clone())
-            .unwrap_or_default();
-        anyhow::ensure!(
-            got[..] == [1, 3, output.1 as usize, output.0 as usize],
-            "the model turns {}x{} into {:?}, not the configured output {}x{} (render.* in the \
-             config)",
-            render.0,
-            render.1,
-            got,
-            output.0,
-            output.1
-        );
+        let plan = instream::plan(&super::paths::resolve(path), render, output)?;
         let engine = Engine::new(gpu, plan)?;
         Ok(Self {
             engine,
@@ -178,10 +167,7 @@ impl InStreamModel {
     fn upscale(&mut self, gpu: &Gpu, lr: &image::RgbaImage) -> anyhow::Result<image::RgbaImage> {
         rgba8_to_nchw(lr.as_raw(), &mut self.input);
         let outputs = self.engine.run(gpu, &[&self.input])?;
-        let (w, h) = self.out_size;
-        let mut rgba = vec![0u8; (w * h * 4) as usize];
-        nchw_to_rgba8(&outputs[0], &mut rgba);
-        Ok(image::RgbaImage::from_raw(w, h, rgba).expect("sized above"))
+        Ok(tensor_to_image(&outputs[0], self.out_size))
     }
 }
 
