@@ -173,10 +173,10 @@ def bicubic_x2(x: torch.Tensor) -> torch.Tensor:
     return along_width(y.transpose(2, 3)).transpose(2, 3)
 
 
-def bicubic_psnr_y(lr_u8: torch.Tensor, hr_u8: torch.Tensor) -> float:
-    """Mean PSNR-Y of Catmull-Rom x2 over the frames."""
+def bicubic_psnr_y(lr_u8: torch.Tensor, hr_u8: torch.Tensor, device="cpu") -> float:
+    """Mean PSNR-Y of Catmull-Rom x2 over the frames (computed on `device`)."""
     scores = []
     for lr, hr in zip(lr_u8, hr_u8):
-        up = bicubic_x2(lr[None].double() / 255.0)[0]
-        scores.append(psnr_y(to_uint8(up), hr.double()))
+        up = bicubic_x2(lr[None].to(device).double() / 255.0)[0]
+        scores.append(psnr_y(to_uint8(up), hr.to(device).double()))
     return sum(scores) / len(scores)

@@ -21,6 +21,8 @@ DS="${DS:-/tmp/upscale-ds}"
 COUNT="${COUNT:-1200}"
 SEED="${SEED:-1}"
 BUDGET_S="${BUDGET_S:-240}"
+# A hard stop per training (loading, epochs, evaluation, export): keep one call within its limit.
+# TRAIN_TIMEOUT_S="${TRAIN_TIMEOUT_S:-BUDGET_S + 200}"
 # Few at a time: the one GPU time-slices between processes, so six side by side each ran ~4x
 # slower per epoch than two (first sweep, 2026-12-02).
 CANDIDATES="${CANDIDATES:-deep18:deep18 deep18_again:deep18 fsr16:fsr16}"
@@ -65,7 +67,7 @@ pids=()
 for c in $CANDIDATES; do
     IFS=: read -r name arch extra <<<"$c"
     # shellcheck disable=SC2086
-    ( timeout "$((BUDGET_S + 200))" "$PY" tools/train/train.py --data "$DS" --arch "$arch" --out "$W/$name.onnx" --epochs 1000 \
+    ( timeout "${TRAIN_TIMEOUT_S:-$((BUDGET_S + 200))}" "$PY" tools/train/train.py --data "$DS" --arch "$arch" --out "$W/$name.onnx" --epochs 1000 \
         --seed "$SEED" --time-budget "$BUDGET_S" --eval-every 10 ${extra//,/ } 2>&1 \
         | sed -u "s/^/{$name} /" > "$W/$name.log" ) &
     pids+=($!)

@@ -18,6 +18,8 @@ sub-pixel (i, j): that is ONNX DepthToSpace mode "CRD" (the default "DCR" orders
 index first and would scramble colours).
 """
 
+import copy
+
 import numpy as np
 import onnx
 import torch
@@ -51,11 +53,40 @@ ARCHS = {
     # `quality`'s layers with LeakyReLU and He initialisation: on the mip-biased input the ReLU
     # `quality` net died at initialisation (every unit dead, output = the bilinear base).
     "qleaky": [(3, 32, 5), (32, 32, 3), (32, 16, 3), (16, OUT, 3)],
+    # Collapsible (see CollapsibleNet): 5x5 3->16, six 3x3 16->16 with short residuals, a long
+    # residual from the first conv's output to the last conv's input, 5x5 16->12. 19,948
+    # parameters once collapsed; receptive field 21 input pixels.
+    "sesr16": [(3, 16, 5)] + [(16, 16, 3)] * 6 + [(16, OUT, 5)],
+    # The same shape, 20 wide and four 3x3 blocks (22,012 parameters: just over the budget).
+    "sesr20": [(3, 20, 5)] + [(20, 20, 3)] * 4 + [(20, OUT, 5)],
+    # Thinner and deeper: twelve 3x3 blocks 12 wide (20,208 parameters, receptive field 33).
+    "sesr12": [(3, 12, 5)] + [(12, 12, 3)] * 12 + [(12, OUT, 5)],
+    # Recursive (weight-shared): the middle conv is one set of weights applied REPEAT["rec36"]
+    # times, each application a residual block, so depth costs MACs but no parameters
+    # (18,336 parameters, receptive field 23, ~24k MACs per output pixel).
+    "rec36": [(3, 36, 5), (36, 36, 3), (36, OUT, 3)],
+    # A capacity probe, not a candidate: the same shape 64 wide with eight blocks (~307k
+    # parameters, 15x the budget) shows how much of the gap to the goal the budget explains.
+    "probe64": [(3, 64, 5)] + [(64, 64, 3)] * 8 + [(64, OUT, 5)],
 }
 
 
 # Negative slope of the LeakyReLU between convs, per arch (absent: ReLU, torch's default init).
-LEAKY = {"deep18": 0.1, "deep16": 0.1, "dil18": 0.1, "fsr16": 0.1, "qleaky": 0.1}
+LEAKY = {"deep18": 0.1, "deep16": 0.1, "dil18": 0.1, "fsr16": 0.1, "qleaky": 0.1, "sesr16": 0.1,
+         "sesr20": 0.1, "sesr12": 0.1, "probe64": 0.1, "rec36": 0.1}
+
+# Architectures trained as CollapsibleNet: the width each conv expands to while training.
+COLLAPSIBLE = {"sesr16": 64, "sesr20": 64, "sesr12": 64, "probe64": 64, "rec36": 64}
+
+# Collapsible architectures whose middle convs (every conv but the first and the last) are applied
+# this many times in a row with the same weights.
+REPEAT = {"rec36": 8}
+
+
+def conv_sequence(arch: str) -> list:
+    """Indices into ARCHS[arch] in the order the convs run (a shared conv appears repeatedly)."""
+    n = len(ARCHS[arch])
+    return [0] + list(range(1, n - 1)) * REPEAT.get(arch, 1) + [n - 1]
 
 
 def layer(spec):
@@ -93,35 +124,136 @@ class UpscaleNet(torch.nn.Module):
         return base + F.pixel_shuffle(h, SCALE)
 
 
+    def export_convs(self):
+        """(weight, bias, dilation) of every conv of the exported graph, as float32 arrays."""
+        return [(c.weight.detach().cpu().numpy().astype(np.float32),
+                 c.bias.detach().cpu().numpy().astype(np.float32), c.dilation[0]) for c in self.convs]
+
+    long_skip = False
+
+
+class CollapsibleNet(torch.nn.Module):
+    """Trains an over-parameterised net that exports as plain convs (the SESR idea).
+
+    Each conv of ARCHS[arch] is, while training, a linear block: a kxk conv from cin to E
+    channels (E = COLLAPSIBLE[arch]) followed by a 1x1 conv from E to cout, plus the identity
+    where cin == cout (a short residual, inside the activation). The block is linear, so it
+    collapses into one kxk conv: weight W2·W1 with the identity added at the kernel centre,
+    bias W2·b1 + b2. The forward pass runs the collapsed conv, so a training step costs what
+    the exported net costs while the optimiser works on the expanded parameters. A long residual
+    adds the first conv's activation to the last conv's input; the output is, as in UpscaleNet,
+    the bilinear base plus the sub-pixel residual.
+    """
+
+    long_skip = True
+
+    def __init__(self, arch: str):
+        super().__init__()
+        self.arch = arch
+        self.layers = ARCHS[arch]
+        self.leaky = LEAKY[arch]
+        expand = COLLAPSIBLE[arch]
+        self.expand = torch.nn.ModuleList()
+        self.project = torch.nn.ModuleList()
+        for i, (cin, cout, k, d) in enumerate(map(layer, self.layers)):
+            if d != 1:
+                raise ValueError(f"{arch}: collapsible convs are not dilated")
+            first = torch.nn.Conv2d(cin, expand, k, padding=k // 2)
+            second = torch.nn.Conv2d(expand, cout, 1)
+            torch.nn.init.kaiming_normal_(first.weight, a=self.leaky, nonlinearity="leaky_relu")
+            torch.nn.init.kaiming_normal_(second.weight, nonlinearity="linear")
+            torch.nn.init.zeros_(first.bias)
+            torch.nn.init.zeros_(second.bias)
+            with torch.no_grad():
+                # Residual blocks start near the identity, the last conv near zero (bilinear).
+                if cin == cout or i + 1 == len(self.layers):
+                    second.weight.mul_(0.1)
+            self.expand.append(first)
+            self.project.append(second)
+
+    def collapsed(self, i: int):
+        """Weight and bias of linear block i as one kxk conv."""
+        first, second = self.expand[i], self.project[i]
+        w2 = second.weight[:, :, 0, 0]
+        w = torch.einsum("oe,eikl->oikl", w2, first.weight)
+        b = w2 @ first.bias + second.bias
+        if w.shape[0] == w.shape[1]:
+            k = w.shape[-1]
+            eye = torch.zeros_like(w)
+            eye[:, :, k // 2, k // 2] = torch.eye(w.shape[0], dtype=w.dtype, device=w.device)
+            w = w + eye
+        return w, b
+
+    def forward(self, x):
+        h, skip = x, None
+        last = len(self.layers) - 1
+        collapsed = [self.collapsed(i) for i in range(len(self.layers))]
+        for i in conv_sequence(self.arch):
+            w, b = collapsed[i]
+            if i == last:
+                h = h + skip
+            h = F.conv2d(h, w, b, padding=w.shape[-1] // 2)
+            if i < last:
+                h = F.leaky_relu(h, self.leaky)
+            if i == 0:
+                skip = h
+        base = F.interpolate(x, scale_factor=SCALE, mode="bilinear", align_corners=False)
+        return base + F.pixel_shuffle(h, SCALE)
+
+    @torch.no_grad()
+    def export_convs(self):
+        # Collapsed in float64 on the CPU: on a GPU the product could run in TF32.
+        exact = copy.deepcopy(self).to("cpu", torch.float64)
+        out = []
+        for i in range(len(self.layers)):
+            w, b = exact.collapsed(i)
+            out.append((w.numpy().astype(np.float32), b.numpy().astype(np.float32), 1))
+        return out
+
+
+def build(arch: str) -> torch.nn.Module:
+    """The training module of `arch`."""
+    return CollapsibleNet(arch) if arch in COLLAPSIBLE else UpscaleNet(arch)
+
+
 def param_count(net: torch.nn.Module) -> int:
-    return sum(p.numel() for p in net.parameters())
+    """Parameters of the exported graph (a CollapsibleNet trains many more)."""
+    return sum(w.size + b.size for w, b, _ in net.export_convs())
 
 
 def macs_per_output_pixel(arch: str) -> float:
     """Multiply-accumulates per output pixel: the convs run at input resolution (divide by
     SCALE^2), the bilinear base costs 4 per output sample and channel."""
-    conv = sum(cin * cout * k * k for cin, cout, k, _ in map(layer, ARCHS[arch]))
+    specs = [layer(ARCHS[arch][i]) for i in conv_sequence(arch)]
+    conv = sum(cin * cout * k * k for cin, cout, k, _ in specs)
     return conv / (SCALE * SCALE) + 4 * 3
 
 
-def to_onnx(net: UpscaleNet, metadata: dict) -> onnx.ModelProto:
+def to_onnx(net: torch.nn.Module, metadata: dict) -> onnx.ModelProto:
     nodes, inits = [], []
-    prev = "input"
-    for i, conv in enumerate(net.convs):
+    prev, skip = "input", None
+    convs = net.export_convs()
+    # A conv shared by several applications (REPEAT) is one initializer used by several nodes.
+    for j, w_name in enumerate(f"conv{c + 1}" for c in range(len(convs))):
+        w, b, _ = convs[j]
+        inits += [numpy_helper.from_array(w, f"{w_name}.weight"), numpy_helper.from_array(b, f"{w_name}.bias")]
+    sequence = conv_sequence(net.arch)
+    for i, c in enumerate(sequence):
+        w, _, d = convs[c]
         name = f"conv{i + 1}"
-        k, d = conv.kernel_size[0], conv.dilation[0]
-        w = conv.weight.detach().cpu().numpy().astype(np.float32)
-        b = conv.bias.detach().cpu().numpy().astype(np.float32)
-        inits += [numpy_helper.from_array(w, f"{name}.weight"), numpy_helper.from_array(b, f"{name}.bias")]
+        k = w.shape[-1]
+        if net.long_skip and i + 1 == len(sequence):
+            nodes.append(helper.make_node("Add", [prev, skip], ["long_skip"], name="long_skip"))
+            prev = "long_skip"
         out = f"{name}_out"
         nodes.append(
             helper.make_node(
-                "Conv", [prev, f"{name}.weight", f"{name}.bias"], [out], name=name,
+                "Conv", [prev, f"conv{c + 1}.weight", f"conv{c + 1}.bias"], [out], name=name,
                 kernel_shape=[k, k], pads=[d * (k // 2)] * 4, dilations=[d, d],
             )
         )
         prev = out
-        if i + 1 < len(net.convs):
+        if i + 1 < len(sequence):
             if net.leaky is None:
                 nodes.append(helper.make_node("Relu", [prev], [f"relu{i + 1}"], name=f"relu{i + 1}"))
                 prev = f"relu{i + 1}"
@@ -129,6 +261,8 @@ def to_onnx(net: UpscaleNet, metadata: dict) -> onnx.ModelProto:
                 nodes.append(helper.make_node("LeakyRelu", [prev], [f"lrelu{i + 1}"], name=f"lrelu{i + 1}",
                                               alpha=net.leaky))
                 prev = f"lrelu{i + 1}"
+        if i == 0:
+            skip = prev
     nodes.append(
         helper.make_node("DepthToSpace", [prev], ["detail"], name="depth_to_space", blocksize=SCALE, mode="CRD")
     )

@@ -61,7 +61,7 @@ def test_bicubic_reference():
 def test_export_matches_torch():
     torch.manual_seed(0)
     for arch in nets.ARCHS:
-        net = nets.UpscaleNet(arch)
+        net = nets.build(arch)
         with torch.no_grad():
             for p in net.parameters():
                 p.add_(0.05 * torch.randn_like(p))
