@@ -40,10 +40,12 @@ fn args(out: &Path, reference: &Path) -> BenchArgs {
 fn write_reference(dir: &Path) -> PathBuf {
     let path = dir.join("reference.json");
     let text = r#"{"device": "test GPU", "torch": "2.5.1", "entries": [
-        {"model": "fast_x2", "arch": "espcn", "input": "64x36", "dtype": "fp32",
+        {"model": "fast_x2", "arch": "fast", "input": "64x36", "dtype": "fp32",
          "median_ms": 0.5, "p10_ms": 0.4, "p90_ms": 0.6},
-        {"model": "quality_x2", "arch": "espcn", "input": "960x540", "dtype": "fp16",
-         "median_ms": 0.8, "p10_ms": 0.7, "p90_ms": 0.9}]}"#;
+        {"model": "quality_x2", "arch": "quality", "input": "960x540", "dtype": "fp16",
+         "median_ms": 0.8, "p10_ms": 0.7, "p90_ms": 0.9},
+        {"model": "fast_x2", "arch": "quality", "input": "64x36", "dtype": "fp32",
+         "median_ms": 0.5, "p10_ms": 0.4, "p90_ms": 0.6}]}"#;
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -128,6 +130,13 @@ fn bench_writes_all_reports_with_plausible_figures() {
     assert!(
         rows[1]["in_stream"].is_null(),
         "quality_x2 at 960x540 did not run"
+    );
+    // Same model and size as rows[0], but timed for another architecture: not compared.
+    assert!(rows[2]["in_stream"].is_null(), "{}", rows[2]);
+    let why = rows[2]["arch_mismatch"].as_str().unwrap();
+    assert!(
+        why.contains("arch quality") && why.contains("arch fast"),
+        "{why}"
     );
 }
 

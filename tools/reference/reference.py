@@ -36,13 +36,13 @@ import nets  # noqa: E402
 DTYPES = ["fp32", "tf32", "fp16", "fp16-nhwc"]
 
 
-def load_model(path: str) -> nets.UpscaleNet:
+def load_model(path: str) -> nets.PlainNet:
     model = onnx.load(path)
     meta = {p.key: p.value for p in model.metadata_props}
     arch = meta.get("upscale.arch")
     if arch not in nets.ARCHS:
         raise SystemExit(f"{path}: metadata upscale.arch={arch!r} is not one of {sorted(nets.ARCHS)}")
-    net = nets.UpscaleNet(arch)
+    net = nets.PlainNet(arch)
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     with torch.no_grad():
         for i, conv in enumerate(net.convs):

@@ -211,6 +211,36 @@ class CollapsibleNet(torch.nn.Module):
         return out
 
 
+class PlainNet(torch.nn.Module):
+    """The exported graph of any `arch` as a torch module, for inference on weights read back
+    from an ONNX file (tools/reference/): plain convs in conv_sequence order, the long residual
+    of collapsible archs, the bilinear base."""
+
+    def __init__(self, arch: str):
+        super().__init__()
+        self.arch = arch
+        self.leaky = LEAKY.get(arch)
+        self.long_skip = arch in COLLAPSIBLE
+        self.convs = torch.nn.ModuleList(
+            torch.nn.Conv2d(cin, cout, k, padding=d * (k // 2), dilation=d)
+            for cin, cout, k, d in map(layer, ARCHS[arch])
+        )
+
+    def forward(self, x):
+        h, skip = x, None
+        sequence = conv_sequence(self.arch)
+        for i, c in enumerate(sequence):
+            if self.long_skip and i + 1 == len(sequence):
+                h = h + skip
+            h = self.convs[c](h)
+            if i + 1 < len(sequence):
+                h = F.relu(h) if self.leaky is None else F.leaky_relu(h, self.leaky)
+            if i == 0:
+                skip = h
+        base = F.interpolate(x, scale_factor=SCALE, mode="bilinear", align_corners=False)
+        return base + F.pixel_shuffle(h, SCALE)
+
+
 def build(arch: str) -> torch.nn.Module:
     """The training module of `arch`."""
     return CollapsibleNet(arch) if arch in COLLAPSIBLE else UpscaleNet(arch)

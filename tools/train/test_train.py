@@ -75,6 +75,14 @@ def test_export_matches_torch():
             val = [torch.randint(0, 256, (3, 12, 20), dtype=torch.uint8)]
             diff = train.check_with_onnxruntime(path, net, val)
             assert diff < 1e-4, (arch, diff)
+        plain = nets.PlainNet(arch)
+        with torch.no_grad():
+            for conv, (w, b, _) in zip(plain.convs, net.export_convs()):
+                conv.weight.copy_(torch.from_numpy(w))
+                conv.bias.copy_(torch.from_numpy(b))
+            x = torch.rand(1, 3, 11, 13)
+            plain_diff = float((plain(x) - net.to("cpu")(x)).abs().max())
+        assert plain_diff < 1e-4, (arch, "PlainNet", plain_diff)
         meta = {p.key: p.value for p in model.metadata_props}
         assert meta["scale"] == "2" and meta["upscale.arch"] == arch
         print(f"{arch}: {nets.param_count(net)} params, ORT vs torch {diff:.1e}")

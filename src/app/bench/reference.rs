@@ -46,8 +46,12 @@ pub struct Ours {
 pub struct ReferenceRow {
     #[serde(flatten)]
     pub entry: ReferenceEntry,
-    /// None when the bench did not run in-stream with this model at this input size.
+    /// None when the bench did not run in-stream with this model at this input size, or when
+    /// the reference timed another architecture under the same model name (`arch_mismatch`).
     pub in_stream: Option<Ours>,
+    /// Why the in-stream run is not set beside this entry although it has the same name: the
+    /// entry's `arch` is not the model file's `upscale.arch` (the file was retrained since).
+    pub arch_mismatch: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -81,13 +85,20 @@ pub fn compare(path: &Path, file: &ReferenceFile, runs: &[RunReport]) -> Referen
                     && r.model.as_deref() == Some(entry.model.as_str())
                     && r.resolution.render_label() == entry.input
             });
+            let arch_mismatch = run.and_then(|r| {
+                arch_mismatch(
+                    entry.arch.as_deref(),
+                    r.model_path.as_deref().map(Path::new),
+                )
+            });
             ReferenceRow {
                 entry: entry.clone(),
-                in_stream: run.map(|r| Ours {
+                in_stream: run.filter(|_| arch_mismatch.is_none()).map(|r| Ours {
                     upscale_p50_ms: r.stage("upscale").map_or(f64::NAN, |s| s.p50_ms),
                     layers_p50_ms: r.layers.iter().map(|l| l.stats.p50_ms).sum(),
                     frame_p50_ms: r.frame_ms.p50_ms,
                 }),
+                arch_mismatch,
             }
         })
         .collect();
@@ -99,9 +110,42 @@ pub fn compare(path: &Path, file: &ReferenceFile, runs: &[RunReport]) -> Referen
     }
 }
 
+/// `Some(reason)` when the reference entry names an architecture and the model file's
+/// `upscale.arch` metadata is a different one: timings of two different networks must not be
+/// set side by side. Files without the metadata (or unreadable ones) are not judged.
+fn arch_mismatch(entry_arch: Option<&str>, model: Option<&Path>) -> Option<String> {
+    let (entry_arch, model) = (entry_arch?, model?);
+    let graph = crate::infer::graph::Graph::load(model).ok()?;
+    let model_arch = graph.metadata.get("upscale.arch")?;
+    (model_arch != entry_arch).then(|| {
+        format!(
+            "the reference timed arch {entry_arch}, {} is arch {model_arch}: re-run \
+             tools/reference/reference.py",
+            model.display()
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_for_another_architecture_is_not_compared() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let fast = root.join("models/fast_x2.onnx");
+        assert_eq!(arch_mismatch(Some("fast"), Some(&fast)), None);
+        assert_eq!(arch_mismatch(None, Some(&fast)), None);
+        let why = arch_mismatch(Some("quality"), Some(&fast)).expect("fast_x2 is arch fast");
+        assert!(
+            why.contains("arch quality") && why.contains("arch fast"),
+            "{why}"
+        );
+        assert_eq!(
+            arch_mismatch(Some("fast"), Some(&root.join("models/none.onnx"))),
+            None
+        );
+    }
 
     #[test]
     fn the_documented_format_parses_and_ignores_extra_keys() {

@@ -274,7 +274,9 @@ fn reference_section(r: &BenchReport) -> String {
                 ratio(o.layers_p50_ms),
             ],
             None => [
-                "not run".into(),
+                row_.arch_mismatch
+                    .clone()
+                    .unwrap_or_else(|| "not run".into()),
                 String::new(),
                 String::new(),
                 String::new(),
