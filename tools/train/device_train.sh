@@ -26,6 +26,11 @@ SEED="${SEED:-1}"
 EPOCHS="${EPOCHS:-150}"
 BUDGET_S="${BUDGET_S:-210}"
 QUALITY_FRAMES="${QUALITY_FRAMES:-16}"
+# quality_x2's network and options (models/README.md: sesr16, 96x96 crops, TF32 since
+# 2026-12-03; QUALITY_ARCH=quality QUALITY_ARGS= gives the earlier ESPCN-class model) and fast_x2's.
+QUALITY_ARCH="${QUALITY_ARCH:-sesr16}"
+QUALITY_ARGS="${QUALITY_ARGS:---patch 96 --tf32 --eval-every 10}"
+FAST_ARGS="${FAST_ARGS:-}"
 MODELS="${MODELS_DIR:-models}"
 # Empty: the repository's config.toml (640x360 -> 1280x720, what the game runs at).
 CONFIG_ARGS=()
@@ -47,12 +52,14 @@ timeout "${DATASET_LIMIT_S:-180}" "$BIN" "${CONFIG_ARGS[@]}" dataset --out "$DS"
     || echo "warning: dataset stopped early (exit $?); training on the pairs written so far"
 du -sh "$DS" || true
 
-stamp "training quality and fast side by side (each within ${BUDGET_S} s of epochs)"
-train() { # arch [dir] [log name]
-    local arch=$1 dir=${2:-$MODELS} name=${3:-$1}
+stamp "training quality ($QUALITY_ARCH) and fast side by side (each within ${BUDGET_S} s of epochs)"
+train() { # model name (quality | fast) [dir] [log name]
+    local model=$1 dir=${2:-$MODELS} name=${3:-$1} arch args
+    if [ "$model" = quality ]; then arch=$QUALITY_ARCH args=$QUALITY_ARGS; else arch=fast args=$FAST_ARGS; fi
     mkdir -p "$dir"
-    "$PY" tools/train/train.py --data "$DS" --arch "$arch" --out "$dir/${arch}_x2.onnx" \
-        --epochs "$EPOCHS" --seed "$SEED" --time-budget "$BUDGET_S" 2>&1 | tee "$LOGS/train_$name.log"
+    # shellcheck disable=SC2086
+    "$PY" tools/train/train.py --data "$DS" --arch "$arch" --out "$dir/${model}_x2.onnx" \
+        --epochs "$EPOCHS" --seed "$SEED" --time-budget "$BUDGET_S" $args 2>&1 | tee "$LOGS/train_$name.log"
     return "${PIPESTATUS[0]}"
 }
 train quality & pid_quality=$!
