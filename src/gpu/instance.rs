@@ -59,6 +59,42 @@ pub struct Instance {
     pub validation_enabled: bool,
 }
 
+/// Whether to enable the validation layer, given what was asked and whether it is installed.
+fn use_validation(validation: Validation, has_layer: bool) -> Result<bool> {
+    match (validation, has_layer) {
+        (Validation::Off, _) => Ok(false),
+        (_, true) => Ok(true),
+        (Validation::IfAvailable, false) => {
+            tracing::warn!("validation layer not installed; running without it (`make setup` installs vulkan-validationlayers)");
+            Ok(false)
+        }
+        (Validation::Required, false) => Err(Error::Missing(
+            "UPSCALE_VALIDATION=1 asks for VK_LAYER_KHRONOS_validation, which is not installed: run `make setup` (Debian package vulkan-validationlayers)".into(),
+        )),
+    }
+}
+
+/// The messenger that counts (and logs) validation errors and warnings into `counter`, which
+/// must outlive it (the callback holds a raw pointer to it).
+fn create_messenger(
+    du: &ext::debug_utils::Instance,
+    counter: &Arc<ValidationCounter>,
+) -> Result<vk::DebugUtilsMessengerEXT> {
+    let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+        .message_severity(
+            vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
+                | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
+        )
+        .message_type(
+            vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE
+                | vk::DebugUtilsMessageTypeFlagsEXT::GENERAL,
+        )
+        .pfn_user_callback(Some(on_message))
+        .user_data(Arc::as_ptr(counter) as *mut c_void);
+    Ok(unsafe { du.create_debug_utils_messenger(&info, None)? })
+}
+
 impl Instance {
     /// `surface_extensions` comes from ash-window for a windowed run, empty when headless.
     pub fn new(validation: Validation, surface_extensions: &[*const i8]) -> Result<Self> {
@@ -68,19 +104,7 @@ impl Instance {
         let has_layer = layers
             .iter()
             .any(|l| l.layer_name_as_c_str() == Ok(VALIDATION_LAYER));
-        let validation_enabled = match (validation, has_layer) {
-            (Validation::Off, _) => false,
-            (_, true) => true,
-            (Validation::IfAvailable, false) => {
-                tracing::warn!("validation layer not installed; running without it (`make setup` installs vulkan-validationlayers)");
-                false
-            }
-            (Validation::Required, false) => {
-                return Err(Error::Missing(
-                    "UPSCALE_VALIDATION=1 asks for VK_LAYER_KHRONOS_validation, which is not installed: run `make setup` (Debian package vulkan-validationlayers)".into(),
-                ))
-            }
-        };
+        let validation_enabled = use_validation(validation, has_layer)?;
         let has_debug_utils = unsafe { entry.enumerate_instance_extension_properties(None)? }
             .iter()
             .any(|e| e.extension_name_as_c_str() == Ok(ext::debug_utils::NAME));
@@ -116,19 +140,7 @@ impl Instance {
         let (debug_utils, messenger) = if has_debug_utils {
             let du = ext::debug_utils::Instance::new(&entry, &raw);
             let messenger = if validation_enabled {
-                let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
-                    .message_severity(
-                        vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
-                            | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
-                    )
-                    .message_type(
-                        vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
-                            | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE
-                            | vk::DebugUtilsMessageTypeFlagsEXT::GENERAL,
-                    )
-                    .pfn_user_callback(Some(on_message))
-                    .user_data(Arc::as_ptr(&counter) as *mut c_void);
-                unsafe { du.create_debug_utils_messenger(&info, None)? }
+                create_messenger(&du, &counter)?
             } else {
                 vk::DebugUtilsMessengerEXT::null()
             };
@@ -179,4 +191,19 @@ unsafe extern "system" fn on_message(
         tracing::warn!(target: "vulkan", "{message}");
     }
     vk::FALSE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_is_used_when_asked_and_installed_and_required_fails_without_it() {
+        assert!(!use_validation(Validation::Off, true).unwrap());
+        assert!(use_validation(Validation::IfAvailable, true).unwrap());
+        assert!(!use_validation(Validation::IfAvailable, false).unwrap());
+        assert!(use_validation(Validation::Required, true).unwrap());
+        let e = use_validation(Validation::Required, false).unwrap_err();
+        assert!(e.to_string().contains("vulkan-validationlayers"), "{e}");
+    }
 }

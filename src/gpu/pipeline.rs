@@ -189,6 +189,28 @@ pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
             .name(c"main"),
         fragment,
     ];
+    let result = create_graphics(gpu, desc, &stages, layout);
+    unsafe {
+        gpu.device.destroy_shader_module(vs, None);
+        gpu.device.destroy_shader_module(fs, None);
+    }
+    let raw = result?;
+    gpu.name(raw, desc.name);
+    Ok(Pipeline {
+        raw,
+        layout,
+        set_layout,
+    })
+}
+
+/// The pipeline object: `desc`'s fixed-function state (one colour attachment, optional depth,
+/// dynamic viewport and scissor, dynamic rendering) around `stages`.
+fn create_graphics(
+    gpu: &Gpu,
+    desc: &GraphicsDesc,
+    stages: &[vk::PipelineShaderStageCreateInfo],
+    layout: vk::PipelineLayout,
+) -> Result<vk::Pipeline> {
     let vb = [vk::VertexInputBindingDescription {
         binding: 0,
         stride: desc.vertex_stride,
@@ -227,7 +249,7 @@ pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
         .color_attachment_formats(&color_formats)
         .depth_attachment_format(depth_format);
     let info = vk::GraphicsPipelineCreateInfo::default()
-        .stages(&stages)
+        .stages(stages)
         .vertex_input_state(&vertex_input)
         .input_assembly_state(&assembly)
         .viewport_state(&viewport)
@@ -242,17 +264,7 @@ pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
         gpu.device
             .create_graphics_pipelines(vk::PipelineCache::null(), &[info], None)
     };
-    unsafe {
-        gpu.device.destroy_shader_module(vs, None);
-        gpu.device.destroy_shader_module(fs, None);
-    }
-    let raw = result.map_err(|(_, e)| e)?[0];
-    gpu.name(raw, desc.name);
-    Ok(Pipeline {
-        raw,
-        layout,
-        set_layout,
-    })
+    Ok(result.map_err(|(_, e)| e)?[0])
 }
 
 /// Writes for one push-descriptor update; kept here so passes only list their resources.

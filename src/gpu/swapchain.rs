@@ -42,22 +42,8 @@ impl Swapchain {
         };
         let format = choose_format(&formats);
         let present_mode = choose_present_mode(&modes, vsync);
-        let extent = if caps.current_extent.width != u32::MAX {
-            caps.current_extent
-        } else {
-            vk::Extent2D {
-                width: window
-                    .width
-                    .clamp(caps.min_image_extent.width, caps.max_image_extent.width),
-                height: window
-                    .height
-                    .clamp(caps.min_image_extent.height, caps.max_image_extent.height),
-            }
-        };
-        let mut count = caps.min_image_count + 1;
-        if caps.max_image_count > 0 {
-            count = count.min(caps.max_image_count);
-        }
+        let extent = choose_extent(&caps, window);
+        let count = choose_image_count(&caps);
         let info = vk::SwapchainCreateInfoKHR::default()
             .surface(surface)
             .min_image_count(count)
@@ -75,25 +61,7 @@ impl Swapchain {
         let loader = khr::swapchain::Device::new(&gpu.instance.raw, &gpu.device);
         let raw = unsafe { loader.create_swapchain(&info, None)? };
         let images = unsafe { loader.get_swapchain_images(raw)? };
-        let mut views = Vec::with_capacity(images.len());
-        let mut present_ready = Vec::with_capacity(images.len());
-        for (i, &image) in images.iter().enumerate() {
-            let view_info = vk::ImageViewCreateInfo::default()
-                .image(image)
-                .view_type(vk::ImageViewType::TYPE_2D)
-                .format(format.format)
-                .subresource_range(super::barrier::color_range());
-            let view = unsafe { gpu.device.create_image_view(&view_info, None)? };
-            let sem = unsafe {
-                gpu.device
-                    .create_semaphore(&vk::SemaphoreCreateInfo::default(), None)?
-            };
-            gpu.name(image, &format!("swapchain image {i}"));
-            gpu.name(view, &format!("swapchain view {i}"));
-            gpu.name(sem, &format!("present-ready semaphore {i}"));
-            views.push(view);
-            present_ready.push(sem);
-        }
+        let (views, present_ready) = per_image_objects(gpu, &images, format.format)?;
         tracing::debug!(
             "swapchain {}x{} {:?} {:?}, {} images",
             extent.width,
@@ -156,6 +124,60 @@ impl Swapchain {
     }
 }
 
+/// The surface's extent when it dictates one, else the window's clamped to what it allows.
+fn choose_extent(caps: &vk::SurfaceCapabilitiesKHR, window: vk::Extent2D) -> vk::Extent2D {
+    if caps.current_extent.width != u32::MAX {
+        return caps.current_extent;
+    }
+    vk::Extent2D {
+        width: window
+            .width
+            .clamp(caps.min_image_extent.width, caps.max_image_extent.width),
+        height: window
+            .height
+            .clamp(caps.min_image_extent.height, caps.max_image_extent.height),
+    }
+}
+
+/// One image more than the minimum, so acquiring does not wait on the presentation engine;
+/// within the maximum where there is one (0 = no limit).
+fn choose_image_count(caps: &vk::SurfaceCapabilitiesKHR) -> u32 {
+    let count = caps.min_image_count + 1;
+    if caps.max_image_count > 0 {
+        count.min(caps.max_image_count)
+    } else {
+        count
+    }
+}
+
+/// A view and a present-ready semaphore per swapchain image, all named.
+fn per_image_objects(
+    gpu: &Gpu,
+    images: &[vk::Image],
+    format: vk::Format,
+) -> Result<(Vec<vk::ImageView>, Vec<vk::Semaphore>)> {
+    let mut views = Vec::with_capacity(images.len());
+    let mut present_ready = Vec::with_capacity(images.len());
+    for (i, &image) in images.iter().enumerate() {
+        let view_info = vk::ImageViewCreateInfo::default()
+            .image(image)
+            .view_type(vk::ImageViewType::TYPE_2D)
+            .format(format)
+            .subresource_range(super::barrier::color_range());
+        let view = unsafe { gpu.device.create_image_view(&view_info, None)? };
+        let sem = unsafe {
+            gpu.device
+                .create_semaphore(&vk::SemaphoreCreateInfo::default(), None)?
+        };
+        gpu.name(image, &format!("swapchain image {i}"));
+        gpu.name(view, &format!("swapchain view {i}"));
+        gpu.name(sem, &format!("present-ready semaphore {i}"));
+        views.push(view);
+        present_ready.push(sem);
+    }
+    Ok((views, present_ready))
+}
+
 /// UNORM first: every pass writes display-encoded (sRGB) values itself.
 fn choose_format(formats: &[vk::SurfaceFormatKHR]) -> vk::SurfaceFormatKHR {
     let preferred = [vk::Format::B8G8R8A8_UNORM, vk::Format::R8G8B8A8_UNORM];
@@ -188,4 +210,48 @@ pub fn is_srgb(format: vk::Format) -> bool {
         format,
         vk::Format::B8G8R8A8_SRGB | vk::Format::R8G8B8A8_SRGB
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(current: (u32, u32), min_count: u32, max_count: u32) -> vk::SurfaceCapabilitiesKHR {
+        vk::SurfaceCapabilitiesKHR {
+            current_extent: vk::Extent2D {
+                width: current.0,
+                height: current.1,
+            },
+            min_image_extent: vk::Extent2D {
+                width: 16,
+                height: 16,
+            },
+            max_image_extent: vk::Extent2D {
+                width: 4096,
+                height: 2048,
+            },
+            min_image_count: min_count,
+            max_image_count: max_count,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_surface_extent_wins_else_the_window_is_clamped() {
+        let window = vk::Extent2D {
+            width: 8000,
+            height: 8,
+        };
+        let fixed = choose_extent(&caps((1280, 720), 2, 0), window);
+        assert_eq!((fixed.width, fixed.height), (1280, 720));
+        let free = choose_extent(&caps((u32::MAX, u32::MAX), 2, 0), window);
+        assert_eq!((free.width, free.height), (4096, 16));
+    }
+
+    #[test]
+    fn one_image_over_the_minimum_within_the_maximum() {
+        assert_eq!(choose_image_count(&caps((1, 1), 2, 0)), 3);
+        assert_eq!(choose_image_count(&caps((1, 1), 2, 8)), 3);
+        assert_eq!(choose_image_count(&caps((1, 1), 3, 3)), 3);
+    }
 }

@@ -24,7 +24,7 @@ use crate::game::world::World;
 use crate::gpu::barrier::State;
 use crate::gpu::frame::{self, Frame};
 use crate::gpu::{self, Gpu, Image, ImageDesc};
-use crate::upscale::{self, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
+use crate::upscale::{self, HostTimes, MlSettings, Pattern, Upscaler};
 use compare::{Compare, ComparePsnr, CompareSide};
 use composite::CompositePass;
 use scene::{ScenePass, SceneTargets};
@@ -336,49 +336,14 @@ impl Renderer {
         let mut host = HostTimes::new();
         let cmd = unsafe { self.record_until_split(gpu, slot, world)? };
         // SAFETY: each command buffer is recorded once, after this slot's fence was waited on.
-        unsafe {
-            match self.upscaler.schedule() {
-                Schedule::Single => {
-                    self.record_tail(gpu, slot, cmd, world, &target, ui)?;
-                    self.submit_tail(gpu, slot, cmd, &target, None)?;
-                }
-                Schedule::HostStep => {
-                    let value = self.submit_first(gpu, cmd, None)?;
-                    frame::wait_timeline(gpu, self.timeline, value)?;
-                    self.upscaler.run_host(gpu, slot, &mut host)?;
-                    let cmd_b = self.begin_second(gpu, slot)?;
-                    self.record_tail(gpu, slot, cmd_b, world, &target, ui)?;
-                    self.submit_tail(gpu, slot, cmd_b, &target, None)?;
-                }
-                Schedule::HostSignal => {
-                    let value = self.submit_first(gpu, cmd, None)?;
-                    let cmd_b = self.begin_second(gpu, slot)?;
-                    self.record_tail(gpu, slot, cmd_b, world, &target, ui)?;
-                    let wait = (self.timeline, value + 1);
-                    self.submit_tail(gpu, slot, cmd_b, &target, Some(wait))?;
-                    frame::wait_timeline(gpu, self.timeline, value)?;
-                    let ran = self.upscaler.run_host(gpu, slot, &mut host);
-                    // Signal even when the host step failed: B is already waiting on the GPU.
-                    frame::signal_timeline(gpu, self.timeline, value + 1)?;
-                    self.timeline_value = value + 1;
-                    ran?;
-                }
-                Schedule::DeviceSignal => {
-                    let sync = self
-                        .upscaler
-                        .device_sync()
-                        .context("a DeviceSignal pattern gave no semaphore values")?;
-                    self.submit_first(gpu, cmd, Some((sync.semaphore, sync.signal)))?;
-                    // Queued before B is recorded; it gives `sync.wait` even when it fails.
-                    let ran = self.upscaler.run_device(gpu, slot, &mut host);
-                    let cmd_b = self.begin_second(gpu, slot)?;
-                    self.record_tail(gpu, slot, cmd_b, world, &target, ui)?;
-                    let wait = (sync.semaphore, sync.wait);
-                    self.submit_tail(gpu, slot, cmd_b, &target, Some(wait))?;
-                    ran?;
-                }
-            }
-        }
+        unsafe { self.submit_by_schedule(gpu, slot, cmd, world, &target, ui, &mut host)? };
+        self.finish_frame(slot, start, host);
+        Ok(true)
+    }
+
+    /// Frame statistics (start-to-start and CPU time, host step times, host copies) and the
+    /// slot's frame number.
+    fn finish_frame(&mut self, slot: usize, start: Instant, host: HostTimes) {
         let now = Instant::now();
         // Start to start: one whole frame of the loop, whatever it spent outside `render`.
         let frame_ms = self
@@ -395,7 +360,6 @@ impl Renderer {
         });
         self.slot_frame[slot] = Some(self.frame_number);
         self.frame_number += 1;
-        Ok(true)
     }
 
     /// Waits for the slot's previous frame, collects its GPU times, frees what waited for it.

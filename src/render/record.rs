@@ -2,13 +2,14 @@
 //! part (command buffer A), the upscaler's second part after a host or other-API step (B), and the
 //! tail (compare view, composite, captures, UI) with the submission that signals the slot's fence.
 
+use anyhow::Context as _;
 use ash::vk;
 
 use super::{Renderer, Target, UiFrame};
 use crate::game::world::World;
 use crate::gpu::barrier::{self, State, Transition};
 use crate::gpu::{self, frame, Gpu};
-use crate::upscale::{FrameIo, Schedule};
+use crate::upscale::{FrameIo, HostTimes, Schedule};
 
 impl Renderer {
     /// Scene pass and the upscaler's first part, into `cmd[0]`.
@@ -108,6 +109,68 @@ impl Renderer {
             frame.timestamps.end(gpu, cmd_b, span);
         }
         Ok(cmd_b)
+    }
+
+    /// Submits the frame recorded so far in `cmd` (scene and pre-process) and its tail as the
+    /// upscaler's schedule says: one submission, or two around a host step, a host-signalled or
+    /// a device-signalled timeline value (README: how the patterns split a frame).
+    ///
+    /// # Safety
+    /// `cmd` is this slot's first command buffer, recording and never submitted; the slot's
+    /// fence was waited on.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn submit_by_schedule(
+        &mut self,
+        gpu: &Gpu,
+        slot: usize,
+        cmd: vk::CommandBuffer,
+        world: &World,
+        target: &Target,
+        ui: Option<&UiFrame>,
+        host: &mut HostTimes,
+    ) -> anyhow::Result<()> {
+        match self.upscaler.schedule() {
+            Schedule::Single => {
+                self.record_tail(gpu, slot, cmd, world, target, ui)?;
+                self.submit_tail(gpu, slot, cmd, target, None)?;
+            }
+            Schedule::HostStep => {
+                let value = self.submit_first(gpu, cmd, None)?;
+                frame::wait_timeline(gpu, self.timeline, value)?;
+                self.upscaler.run_host(gpu, slot, host)?;
+                let cmd_b = self.begin_second(gpu, slot)?;
+                self.record_tail(gpu, slot, cmd_b, world, target, ui)?;
+                self.submit_tail(gpu, slot, cmd_b, target, None)?;
+            }
+            Schedule::HostSignal => {
+                let value = self.submit_first(gpu, cmd, None)?;
+                let cmd_b = self.begin_second(gpu, slot)?;
+                self.record_tail(gpu, slot, cmd_b, world, target, ui)?;
+                let wait = (self.timeline, value + 1);
+                self.submit_tail(gpu, slot, cmd_b, target, Some(wait))?;
+                frame::wait_timeline(gpu, self.timeline, value)?;
+                let ran = self.upscaler.run_host(gpu, slot, host);
+                // Signal even when the host step failed: B is already waiting on the GPU.
+                frame::signal_timeline(gpu, self.timeline, value + 1)?;
+                self.timeline_value = value + 1;
+                ran?;
+            }
+            Schedule::DeviceSignal => {
+                let sync = self
+                    .upscaler
+                    .device_sync()
+                    .context("a DeviceSignal pattern gave no semaphore values")?;
+                self.submit_first(gpu, cmd, Some((sync.semaphore, sync.signal)))?;
+                // Queued before B is recorded; it gives `sync.wait` even when it fails.
+                let ran = self.upscaler.run_device(gpu, slot, host);
+                let cmd_b = self.begin_second(gpu, slot)?;
+                self.record_tail(gpu, slot, cmd_b, world, target, ui)?;
+                let wait = (sync.semaphore, sync.wait);
+                self.submit_tail(gpu, slot, cmd_b, target, Some(wait))?;
+                ran?;
+            }
+        }
+        Ok(())
     }
 
     /// The compare view's work (when on), output to SAMPLED, composite onto the target,

@@ -85,6 +85,68 @@ pub struct ScenePass {
     draws: Vec<Draw>,
 }
 
+/// The sky and mesh pipelines for `samples` per pixel.
+fn create_pipelines(gpu: &Gpu, samples: vk::SampleCountFlags) -> gpu::Result<(Pipeline, Pipeline)> {
+    let single = samples == vk::SampleCountFlags::TYPE_1;
+    // Single-sample: the pass as it was before MSAA, the shaders encode into the UNORM image.
+    let (color_format, fragment_spec): (_, &[u32]) = if single {
+        (COLOR_FORMAT, &[])
+    } else {
+        (MSAA_COLOR_FORMAT, &[vk::FALSE])
+    };
+    let sky = pipeline::graphics(
+        gpu,
+        &GraphicsDesc {
+            name: "sky",
+            vertex: shader!("render/fullscreen.vert"),
+            fragment: shader!("render/sky.frag"),
+            bindings: &[],
+            push_size: std::mem::size_of::<SkyPush>() as u32,
+            vertex_stride: 0,
+            attributes: &[],
+            color_format,
+            depth: Some((DEPTH_FORMAT, false)),
+            cull: vk::CullModeFlags::NONE,
+            samples,
+            fragment_spec,
+        },
+    )?;
+    let attributes = vertex_attributes();
+    let meshes_pipeline = pipeline::graphics(
+        gpu,
+        &GraphicsDesc {
+            name: "scene meshes",
+            vertex: shader!("render/scene.vert"),
+            fragment: shader!("render/scene.frag"),
+            bindings: &[vk::DescriptorType::COMBINED_IMAGE_SAMPLER],
+            push_size: std::mem::size_of::<MeshPush>() as u32,
+            vertex_stride: std::mem::size_of::<Vertex>() as u32,
+            attributes: &attributes,
+            color_format,
+            depth: Some((DEPTH_FORMAT, true)),
+            cull: vk::CullModeFlags::BACK,
+            samples,
+            fragment_spec,
+        },
+    )?;
+    Ok((sky, meshes_pipeline))
+}
+
+/// The world's three meshes in device memory, once at start-up.
+fn upload_meshes(gpu: &Gpu, world: &World) -> gpu::Result<Vec<(MeshId, GpuMesh)>> {
+    Ok(vec![
+        (
+            MeshId::Static,
+            GpuMesh::new(gpu, "static world", &world.static_mesh)?,
+        ),
+        (MeshId::Orb, GpuMesh::new(gpu, "orb", &world.orb_mesh)?),
+        (
+            MeshId::Wheel,
+            GpuMesh::new(gpu, "wheel", &world.wheel_mesh)?,
+        ),
+    ])
+}
+
 impl ScenePass {
     /// `msaa`: samples per pixel (1, 2, 4 or 8; the device must support it, see
     /// `render.msaa`).
@@ -96,48 +158,7 @@ impl ScenePass {
         upscale_mip_bias: f32,
     ) -> gpu::Result<Self> {
         let samples = gpu::image::sample_count(msaa);
-        let single = samples == vk::SampleCountFlags::TYPE_1;
-        // Single-sample: the pass as it was before MSAA, the shaders encode into the UNORM image.
-        let (color_format, fragment_spec): (_, &[u32]) = if single {
-            (COLOR_FORMAT, &[])
-        } else {
-            (MSAA_COLOR_FORMAT, &[vk::FALSE])
-        };
-        let sky = pipeline::graphics(
-            gpu,
-            &GraphicsDesc {
-                name: "sky",
-                vertex: shader!("render/fullscreen.vert"),
-                fragment: shader!("render/sky.frag"),
-                bindings: &[],
-                push_size: std::mem::size_of::<SkyPush>() as u32,
-                vertex_stride: 0,
-                attributes: &[],
-                color_format,
-                depth: Some((DEPTH_FORMAT, false)),
-                cull: vk::CullModeFlags::NONE,
-                samples,
-                fragment_spec,
-            },
-        )?;
-        let attributes = vertex_attributes();
-        let meshes_pipeline = pipeline::graphics(
-            gpu,
-            &GraphicsDesc {
-                name: "scene meshes",
-                vertex: shader!("render/scene.vert"),
-                fragment: shader!("render/scene.frag"),
-                bindings: &[vk::DescriptorType::COMBINED_IMAGE_SAMPLER],
-                push_size: std::mem::size_of::<MeshPush>() as u32,
-                vertex_stride: std::mem::size_of::<Vertex>() as u32,
-                attributes: &attributes,
-                color_format,
-                depth: Some((DEPTH_FORMAT, true)),
-                cull: vk::CullModeFlags::BACK,
-                samples,
-                fragment_spec,
-            },
-        )?;
+        let (sky, meshes_pipeline) = create_pipelines(gpu, samples)?;
         let textures = upload_texture_array(gpu, layers)?;
         let max_lod = textures.desc.mip_levels as f32;
         let sampler =
@@ -154,17 +175,7 @@ impl ScenePass {
         } else {
             None
         };
-        let meshes = vec![
-            (
-                MeshId::Static,
-                GpuMesh::new(gpu, "static world", &world.static_mesh)?,
-            ),
-            (MeshId::Orb, GpuMesh::new(gpu, "orb", &world.orb_mesh)?),
-            (
-                MeshId::Wheel,
-                GpuMesh::new(gpu, "wheel", &world.wheel_mesh)?,
-            ),
-        ];
+        let meshes = upload_meshes(gpu, world)?;
         Ok(Self {
             samples,
             sky,

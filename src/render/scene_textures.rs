@@ -3,7 +3,7 @@
 
 use ash::vk;
 
-use crate::gpu::barrier::{self, Transition};
+use crate::gpu::barrier::{self, State, Transition};
 use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc};
 
 /// Uploads the texture layers into one mipmapped array image (load time only).
@@ -40,7 +40,8 @@ pub(super) fn upload_texture_array(gpu: &Gpu, layers: &[image::RgbaImage]) -> gp
     Ok(image)
 }
 
-/// Copies mip 0 of every layer, then builds the mip chain with linear blits.
+/// Copies mip 0 of every layer, then builds the mip chain with linear blits; leaves every level
+/// SAMPLED.
 ///
 /// # Safety
 /// `cmd` is recording; `image` was just created (UNDEFINED layout).
@@ -52,32 +53,18 @@ unsafe fn record_texture_upload(
 ) {
     let device = &gpu.device;
     let desc = image.desc;
-    let level = |mip: u32| vk::ImageSubresourceRange {
-        aspect_mask: vk::ImageAspectFlags::COLOR,
-        base_mip_level: mip,
-        level_count: 1,
-        base_array_layer: 0,
-        layer_count: desc.layers,
-    };
-    let layers = |mip: u32| vk::ImageSubresourceLayers {
-        aspect_mask: vk::ImageAspectFlags::COLOR,
-        mip_level: mip,
-        base_array_layer: 0,
-        layer_count: desc.layers,
-    };
-    let t = |range, from, to| Transition {
-        image: image.raw,
-        range,
-        from,
-        to,
-    };
     barrier::transition(
         device,
         cmd,
-        &[t(desc.range(), barrier::REUSE, barrier::TRANSFER_DST)],
+        &[transition(
+            image,
+            desc.range(),
+            barrier::REUSE,
+            barrier::TRANSFER_DST,
+        )],
     );
     let copy = vk::BufferImageCopy::default()
-        .image_subresource(layers(0))
+        .image_subresource(mip_layers(&desc, 0))
         .image_extent(vk::Extent3D {
             width: desc.extent.width,
             height: desc.extent.height,
@@ -90,27 +77,51 @@ unsafe fn record_texture_upload(
         vk::ImageLayout::TRANSFER_DST_OPTIMAL,
         &[copy],
     );
-    let size = |mip: u32| vk::Offset3D {
-        x: (desc.extent.width >> mip).max(1) as i32,
-        y: (desc.extent.height >> mip).max(1) as i32,
-        z: 1,
-    };
+    record_mip_chain(gpu, cmd, image);
+    let last = desc.mip_levels - 1;
+    let mut done = vec![transition(
+        image,
+        mip_range(&desc, last),
+        barrier::TRANSFER_DST,
+        barrier::SAMPLED,
+    )];
+    if last > 0 {
+        let mut below = mip_range(&desc, 0);
+        below.level_count = last;
+        done.push(transition(
+            image,
+            below,
+            barrier::TRANSFER_SRC,
+            barrier::SAMPLED,
+        ));
+    }
+    barrier::transition(device, cmd, &done);
+}
+
+/// Each level from the one above by a linear blit; level n-1 goes TRANSFER_SRC before it is
+/// read, the last level stays TRANSFER_DST.
+///
+/// # Safety
+/// `cmd` is recording; every level of `image` is in TRANSFER_DST and level 0 holds the data.
+unsafe fn record_mip_chain(gpu: &Gpu, cmd: vk::CommandBuffer, image: &Image) {
+    let desc = image.desc;
     for mip in 1..desc.mip_levels {
         barrier::transition(
-            device,
+            &gpu.device,
             cmd,
-            &[t(
-                level(mip - 1),
+            &[transition(
+                image,
+                mip_range(&desc, mip - 1),
                 barrier::TRANSFER_DST,
                 barrier::TRANSFER_SRC,
             )],
         );
         let blit = vk::ImageBlit::default()
-            .src_subresource(layers(mip - 1))
-            .src_offsets([vk::Offset3D::default(), size(mip - 1)])
-            .dst_subresource(layers(mip))
-            .dst_offsets([vk::Offset3D::default(), size(mip)]);
-        device.cmd_blit_image(
+            .src_subresource(mip_layers(&desc, mip - 1))
+            .src_offsets([vk::Offset3D::default(), mip_size(&desc, mip - 1)])
+            .dst_subresource(mip_layers(&desc, mip))
+            .dst_offsets([vk::Offset3D::default(), mip_size(&desc, mip)]);
+        gpu.device.cmd_blit_image(
             cmd,
             image.raw,
             vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
@@ -120,12 +131,68 @@ unsafe fn record_texture_upload(
             vk::Filter::LINEAR,
         );
     }
-    let last = desc.mip_levels - 1;
-    let mut done = vec![t(level(last), barrier::TRANSFER_DST, barrier::SAMPLED)];
-    if last > 0 {
-        let mut below = level(0);
-        below.level_count = last;
-        done.push(t(below, barrier::TRANSFER_SRC, barrier::SAMPLED));
+}
+
+fn transition(
+    image: &Image,
+    range: vk::ImageSubresourceRange,
+    from: State,
+    to: State,
+) -> Transition {
+    Transition {
+        image: image.raw,
+        range,
+        from,
+        to,
     }
-    barrier::transition(device, cmd, &done);
+}
+
+/// Level `mip` of every layer.
+fn mip_range(desc: &ImageDesc, mip: u32) -> vk::ImageSubresourceRange {
+    vk::ImageSubresourceRange {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        base_mip_level: mip,
+        level_count: 1,
+        base_array_layer: 0,
+        layer_count: desc.layers,
+    }
+}
+
+fn mip_layers(desc: &ImageDesc, mip: u32) -> vk::ImageSubresourceLayers {
+    vk::ImageSubresourceLayers {
+        aspect_mask: vk::ImageAspectFlags::COLOR,
+        mip_level: mip,
+        base_array_layer: 0,
+        layer_count: desc.layers,
+    }
+}
+
+/// The far corner of level `mip` (each side halved per level, at least 1).
+fn mip_size(desc: &ImageDesc, mip: u32) -> vk::Offset3D {
+    vk::Offset3D {
+        x: (desc.extent.width >> mip).max(1) as i32,
+        y: (desc.extent.height >> mip).max(1) as i32,
+        z: 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mip_sizes_halve_down_to_one() {
+        let desc = ImageDesc::new_2d(
+            vk::Extent2D {
+                width: 256,
+                height: 64,
+            },
+            vk::Format::R8G8B8A8_SRGB,
+            vk::ImageUsageFlags::SAMPLED,
+        );
+        let side = |mip| (mip_size(&desc, mip).x, mip_size(&desc, mip).y);
+        assert_eq!(side(0), (256, 64));
+        assert_eq!(side(6), (4, 1));
+        assert_eq!(side(8), (1, 1));
+    }
 }

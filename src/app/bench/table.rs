@@ -312,8 +312,33 @@ fn stats_fields(s: Option<&StageStats>) -> [String; 3] {
     }
 }
 
+/// One CSV row per run and one per unavailable combination (status `unavailable`, with the
+/// reason), every run's stages in the same column order.
 pub fn csv(r: &BenchReport) -> String {
     let stages = stage_columns(r);
+    let head = csv_header(&stages);
+    let mut out = line(&head);
+    for run in &r.runs {
+        out += &line(&csv_run(run, &stages));
+    }
+    for u in &r.unavailable {
+        let res = &u.resolution;
+        let mut cells = vec![
+            u.pattern.clone(),
+            u.model.clone().unwrap_or_default(),
+            String::new(),
+        ];
+        cells.extend(
+            [res.render[0], res.render[1], res.output[0], res.output[1]].map(|v| v.to_string()),
+        );
+        cells.extend(["unavailable".into(), u.reason.clone()]);
+        cells.resize(head.len(), String::new());
+        out += &line(&cells);
+    }
+    out
+}
+
+fn csv_header(stages: &[String]) -> Vec<String> {
     let mut head: Vec<String> = [
         "pattern",
         "model",
@@ -343,63 +368,49 @@ pub fn csv(r: &BenchReport) -> String {
     ]
     .map(String::from)
     .to_vec();
-    for n in &stages {
+    for n in stages {
         head.extend(["p50_ms", "p95_ms", "p99_ms", "clock"].map(|k| format!("{n}_{k}")));
     }
-    let mut out = line(&head);
-    for run in &r.runs {
-        let res = &run.resolution;
-        let mut cells = vec![
-            run.pattern.clone(),
-            run.model.clone().unwrap_or_default(),
-            run.model_path.clone().unwrap_or_default(),
-        ];
-        cells.extend(
-            [res.render[0], res.render[1], res.output[0], res.output[1]].map(|v| v.to_string()),
-        );
-        cells.extend([
-            "ok".into(),
-            String::new(),
-            run.warmup.to_string(),
-            run.frames.to_string(),
-        ]);
-        cells.extend(stats_fields(Some(&run.frame_ms)));
-        cells.extend(stats_fields(Some(&run.cpu_ms)));
-        cells.extend(stats_fields(run.gpu_frame_ms.as_ref()));
-        cells.extend([run.host_copy_bytes.to_string(), run.bus_bytes.to_string()]);
-        match &run.psnr {
-            Some(p) => {
-                let frames: Vec<String> = p.frames.iter().map(|f| f.frame.to_string()).collect();
-                cells.extend([
-                    p.psnr_y.to_string(),
-                    p.psnr_rgb.to_string(),
-                    frames.join(";"),
-                ]);
-            }
-            None => cells.extend([String::new(), String::new(), String::new()]),
+    head
+}
+
+fn csv_run(run: &RunReport, stages: &[String]) -> Vec<String> {
+    let res = &run.resolution;
+    let mut cells = vec![
+        run.pattern.clone(),
+        run.model.clone().unwrap_or_default(),
+        run.model_path.clone().unwrap_or_default(),
+    ];
+    cells.extend(
+        [res.render[0], res.render[1], res.output[0], res.output[1]].map(|v| v.to_string()),
+    );
+    cells.extend([
+        "ok".into(),
+        String::new(),
+        run.warmup.to_string(),
+        run.frames.to_string(),
+    ]);
+    cells.extend(stats_fields(Some(&run.frame_ms)));
+    cells.extend(stats_fields(Some(&run.cpu_ms)));
+    cells.extend(stats_fields(run.gpu_frame_ms.as_ref()));
+    cells.extend([run.host_copy_bytes.to_string(), run.bus_bytes.to_string()]);
+    match &run.psnr {
+        Some(p) => {
+            let frames: Vec<String> = p.frames.iter().map(|f| f.frame.to_string()).collect();
+            cells.extend([
+                p.psnr_y.to_string(),
+                p.psnr_rgb.to_string(),
+                frames.join(";"),
+            ]);
         }
-        for n in &stages {
-            let stage = run.stages.iter().find(|s| &s.name == n);
-            cells.extend(stats_fields(stage.map(|s| &s.stats)));
-            cells.push(stage.map_or(String::new(), |s| s.clock.to_string()));
-        }
-        out += &line(&cells);
+        None => cells.extend([String::new(), String::new(), String::new()]),
     }
-    for u in &r.unavailable {
-        let res = &u.resolution;
-        let mut cells = vec![
-            u.pattern.clone(),
-            u.model.clone().unwrap_or_default(),
-            String::new(),
-        ];
-        cells.extend(
-            [res.render[0], res.render[1], res.output[0], res.output[1]].map(|v| v.to_string()),
-        );
-        cells.extend(["unavailable".into(), u.reason.clone()]);
-        cells.resize(head.len(), String::new());
-        out += &line(&cells);
+    for n in stages {
+        let stage = run.stages.iter().find(|s| &s.name == n);
+        cells.extend(stats_fields(stage.map(|s| &s.stats)));
+        cells.push(stage.map_or(String::new(), |s| s.clock.to_string()));
     }
-    out
+    cells
 }
 
 fn line(cells: &[String]) -> String {
