@@ -232,6 +232,7 @@ impl Renderer {
         let old = std::mem::replace(&mut self.upscaler, new);
         let last_slot = self.last_slot();
         self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
+        self.stats.new_configuration();
         tracing::info!("upscaler: {pattern}");
         // The right side never duplicates the left: compare against native instead.
         if self.compare_side() == Some(CompareSide::Pattern(pattern)) {
@@ -262,6 +263,7 @@ impl Renderer {
             let last_slot = self.last_slot();
             self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
         }
+        self.stats.new_configuration();
         tracing::info!(
             "compare view: {}",
             side.map_or("off".to_string(), |s| format!("right side {s}"))
@@ -298,6 +300,7 @@ impl Renderer {
             self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
         }
         tracing::info!("model: {}", ml.model.display());
+        self.stats.new_configuration();
         self.ml = ml;
         // A second ML upscaler on the compare view's right side follows the model too.
         if let Some(side @ CompareSide::Pattern(Pattern::InStream)) = self.compare_side() {
@@ -357,6 +360,7 @@ impl Renderer {
             gpu: Vec::new(),
             host,
             host_copy_bytes: self.upscaler.host_copy_bytes(),
+            configuration: 0, // stamped by `push`
         });
         self.slot_frame[slot] = Some(self.frame_number);
         self.frame_number += 1;

@@ -16,6 +16,9 @@ pub struct FrameRecord {
     /// Host sub-stages a pattern reported (`inference`, ...).
     pub host: Vec<(&'static str, f64)>,
     pub host_copy_bytes: u64,
+    /// The configuration (pattern, model, compare view) the frame ran with, as a counter that
+    /// `Stats::new_configuration` advances; set by `Stats::push`.
+    pub configuration: u64,
 }
 
 #[derive(Clone, Copy, Debug, serde::Serialize)]
@@ -28,6 +31,7 @@ pub struct Percentiles {
 pub struct Stats {
     records: VecDeque<FrameRecord>,
     keep: usize,
+    configuration: u64,
 }
 
 impl Stats {
@@ -36,14 +40,30 @@ impl Stats {
         Self {
             records: VecDeque::with_capacity(keep),
             keep,
+            configuration: 0,
         }
     }
 
-    pub fn push(&mut self, record: FrameRecord) {
+    pub fn push(&mut self, mut record: FrameRecord) {
         if self.records.len() == self.keep {
             self.records.pop_front();
         }
+        record.configuration = self.configuration;
         self.records.push_back(record);
+    }
+
+    /// The pattern, model or compare view changed: percentiles and the stage list cover only
+    /// the frames from now on (a table mixing the previous pattern's stages, or its frame
+    /// times, would misstate the running one), while `records` keeps every frame for the graph.
+    pub fn new_configuration(&mut self) {
+        self.configuration += 1;
+    }
+
+    /// The kept frames of the running configuration.
+    fn current(&self) -> impl DoubleEndedIterator<Item = &FrameRecord> {
+        self.records
+            .iter()
+            .filter(move |r| r.configuration == self.configuration)
     }
 
     /// Attaches GPU spans that arrived late to the frame they belong to.
@@ -62,11 +82,11 @@ impl Stats {
     }
 
     pub fn frame_ms(&self) -> Option<Percentiles> {
-        percentiles(self.records.iter().filter_map(|r| r.frame_ms).collect())
+        percentiles(self.current().filter_map(|r| r.frame_ms).collect())
     }
 
     pub fn cpu_ms(&self) -> Option<Percentiles> {
-        percentiles(self.records.iter().map(|r| r.cpu_ms).collect())
+        percentiles(self.current().map(|r| r.cpu_ms).collect())
     }
 
     /// Every stage seen, in frame order (`scene`, `upscale` and its sub-stages, `composite`,
@@ -75,8 +95,7 @@ impl Stats {
         // Sub-stages without a fixed rank (in-stream layers) keep the order in which the most
         // recent frame that has GPU spans recorded them: execution order.
         let recorded: Vec<&'static str> = self
-            .records
-            .iter()
+            .current()
             .rev()
             .find(|r| !r.gpu.is_empty())
             .map(|r| r.gpu.iter().map(|(name, _)| *name).collect())
@@ -92,11 +111,11 @@ impl Stats {
         stages
     }
 
-    /// Every stage seen (GPU spans by name, host stages by name), with percentiles over the
-    /// frames that reported it.
+    /// Every stage seen in the running configuration (GPU spans by name, host stages by
+    /// name), with percentiles over the frames that reported it.
     pub fn stages(&self) -> BTreeMap<&'static str, Percentiles> {
         let mut samples: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
-        for r in &self.records {
+        for r in self.current() {
             for (name, ms) in r.gpu.iter().chain(&r.host) {
                 samples.entry(name).or_default().push(*ms);
             }
@@ -193,5 +212,31 @@ mod tests {
         );
         let order: Vec<_> = s.stages_in_order().into_iter().map(|(n, _)| n).collect();
         assert_eq!(order, ["scene", "upscale", "upscale/x", "composite", "ui"]);
+    }
+
+    #[test]
+    fn a_new_configuration_starts_the_table_but_not_the_graph() {
+        let mut s = Stats::new(10);
+        s.push(FrameRecord {
+            frame: 0,
+            frame_ms: Some(50.0),
+            host: vec![("inference", 40.0)],
+            ..Default::default()
+        });
+        s.new_configuration();
+        assert!(s.frame_ms().is_none() && s.stages().is_empty());
+        s.push(FrameRecord {
+            frame: 1,
+            frame_ms: Some(5.0),
+            ..Default::default()
+        });
+        s.add_gpu(1, &[("upscale", 2.0)]);
+        // A late span of the previous configuration's frame stays with that frame.
+        s.add_gpu(0, &[("upscale", 30.0)]);
+        assert_eq!(s.frame_ms().unwrap().p99_ms, 5.0);
+        let stages = s.stages();
+        assert_eq!(stages.keys().copied().collect::<Vec<_>>(), ["upscale"]);
+        assert_eq!(stages["upscale"].p99_ms, 2.0);
+        assert_eq!(s.records().len(), 2, "the graph keeps both frames");
     }
 }
