@@ -57,9 +57,6 @@ pub fn run(config: &Config, args: &DatasetArgs) -> anyhow::Result<DatasetSummary
         args.seed,
         poses::val_count(args.count),
     );
-    let total = (train.len() + val.len()) as u64;
-    let progress_every = (total / 10).max(1);
-    let mut done = 0u64;
     // Rendering is one thread on the GPU; the box filter and PNG encoding dominate on the host,
     // so they run on worker threads while the next view renders.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
@@ -74,31 +71,12 @@ pub fn run(config: &Config, args: &DatasetArgs) -> anyhow::Result<DatasetSummary
             .collect();
         // Only the writers hold the queue now: if they all stop on errors, `send` fails.
         drop(rx);
-        let rendered = (|| -> anyhow::Result<()> {
-            // Val first: a run cut short (a time limit) still leaves a usable held-out split.
-            for (split, list) in [(Split::Val, &val), (Split::Train, &train)] {
-                let dir = args.out.join(split.name());
-                std::fs::create_dir_all(&dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
-                for (index, pose) in list.iter().enumerate() {
-                    let raw = source.render_raw(pose)?;
-                    let job = Job {
-                        raw,
-                        dir: dir.clone(),
-                        index: index as u64,
-                    };
-                    // A closed channel means every writer stopped on an error, reported below.
-                    if tx.send(job).is_err() {
-                        return Ok(());
-                    }
-                    done += 1;
-                    if done.is_multiple_of(progress_every) || done == total {
-                        tracing::info!("dataset: {done}/{total} views rendered");
-                    }
-                }
-            }
-            Ok(())
-        })();
+        let rendered = render_views(
+            &mut source,
+            &args.out,
+            [(Split::Val, &val), (Split::Train, &train)],
+            &tx,
+        );
         drop(tx);
         for handle in handles {
             handle.join().expect("dataset writer panicked")?;
@@ -120,6 +98,40 @@ pub fn run(config: &Config, args: &DatasetArgs) -> anyhow::Result<DatasetSummary
     };
     write_json(&args.out.join("dataset.json"), &summary)?;
     Ok(summary)
+}
+
+/// Renders every view of `splits` in order (val first: a run cut short by a time limit still
+/// leaves a usable held-out split) and queues it for the writers. A closed queue means every
+/// writer stopped on an error, which the caller reports.
+fn render_views(
+    source: &mut FrameSource,
+    out: &Path,
+    splits: [(Split, &Vec<Pose>); 2],
+    tx: &mpsc::SyncSender<Job>,
+) -> anyhow::Result<()> {
+    let total: u64 = splits.iter().map(|(_, list)| list.len() as u64).sum();
+    let progress_every = (total / 10).max(1);
+    let mut done = 0u64;
+    for (split, list) in splits {
+        let dir = out.join(split.name());
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (index, pose) in list.iter().enumerate() {
+            let raw = source.render_raw(pose)?;
+            let job = Job {
+                raw,
+                dir: dir.clone(),
+                index: index as u64,
+            };
+            if tx.send(job).is_err() {
+                return Ok(());
+            }
+            done += 1;
+            if done.is_multiple_of(progress_every) || done == total {
+                tracing::info!("dataset: {done}/{total} views rendered");
+            }
+        }
+    }
+    Ok(())
 }
 
 fn write_jobs(rx: &Mutex<mpsc::Receiver<Job>>) -> anyhow::Result<()> {

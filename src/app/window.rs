@@ -1,6 +1,6 @@
 //! The windowed game: winit event loop, input, egui-winit, frame pacing and presentation.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,7 +18,7 @@ use super::session::Session;
 use super::summary::Summary;
 use crate::game::world::Input;
 use crate::gpu::barrier;
-use crate::gpu::swapchain::Acquired;
+use crate::gpu::swapchain::{Acquired, Swapchain};
 use crate::gpu::Buffer;
 use crate::render::composite::letterbox;
 use crate::render::{Target, UiFrame};
@@ -360,25 +360,30 @@ impl Running {
             if index.is_some() {
                 // A user action, not the hot path: wait for this frame, then save.
                 s.renderer.wait_all(&s.gpu)?;
-                let bgra = matches!(
-                    swapchain.format,
-                    vk::Format::B8G8R8A8_UNORM | vk::Format::B8G8R8A8_SRGB
-                );
                 let path = args
                     .screenshot_dir
                     .join(format!("shot-{:06}.png", s.renderer.frame_number()));
-                let e = swapchain.extent;
-                match capture::save_png(&path, buffer.mapped(), e.width, e.height, bgra) {
-                    Ok(()) => {
-                        tracing::info!("screenshot saved: {}", path.display());
-                        s.notice = Some(format!("screenshot saved: {}", path.display()));
-                    }
-                    Err(err) => s.notice = Some(format!("screenshot failed: {err:#}")),
-                }
+                s.notice = Some(save_screenshot(&path, &buffer, swapchain));
                 self.screenshot = false;
             }
             buffer.destroy(&s.gpu);
         }
         Ok(())
+    }
+}
+
+/// Writes the captured swapchain image to `path`; returns the line the overlay shows.
+fn save_screenshot(path: &Path, buffer: &Buffer, swapchain: &Swapchain) -> String {
+    let bgra = matches!(
+        swapchain.format,
+        vk::Format::B8G8R8A8_UNORM | vk::Format::B8G8R8A8_SRGB
+    );
+    let e = swapchain.extent;
+    match capture::save_png(path, buffer.mapped(), e.width, e.height, bgra) {
+        Ok(()) => {
+            tracing::info!("screenshot saved: {}", path.display());
+            format!("screenshot saved: {}", path.display())
+        }
+        Err(err) => format!("screenshot failed: {err:#}"),
     }
 }

@@ -143,6 +143,17 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
             f.p50_ms, f.p99_ms, c.p50_ms
         ));
     }
+    frame_plot(ui, stats);
+    stage_table(ui, stats);
+    ui.small(format!(
+        "per frame: host copies {} · bus {}",
+        human_bytes(model.host_copy_bytes),
+        human_bytes(model.bus_bytes)
+    ));
+}
+
+/// Start-to-start frame times of the recent frames.
+fn frame_plot(ui: &mut egui::Ui, stats: &Stats) {
     let points: PlotPoints = stats
         .records()
         .enumerate()
@@ -156,6 +167,10 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
         .allow_scroll(false)
         .include_y(0.0)
         .show(ui, |plot| plot.line(Line::new("frame ms", points)));
+}
+
+/// p50/p99 per stage in frame order (sub-stages indented), the in-stream layers folded away.
+fn stage_table(ui: &mut egui::Ui, stats: &Stats) {
     egui::Grid::new("stages").striped(true).show(ui, |ui| {
         ui.strong("stage");
         ui.strong("p50 ms");
@@ -181,25 +196,21 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
         .into_iter()
         .filter(|(name, _)| super::stats::is_layer(name))
         .collect();
-    if !layers.is_empty() {
-        egui::CollapsingHeader::new(format!("in-stream layers ({})", layers.len()))
-            .default_open(false)
-            .show(ui, |ui| {
-                egui::Grid::new("layers").striped(true).show(ui, |ui| {
-                    for (name, p) in &layers {
-                        ui.label(*name);
-                        ui.label(format!("{:.3}", p.p50_ms));
-                        ui.label(format!("{:.3}", p.p99_ms));
-                        ui.end_row();
-                    }
-                });
-            });
+    if layers.is_empty() {
+        return;
     }
-    ui.small(format!(
-        "per frame: host copies {} · bus {}",
-        human_bytes(model.host_copy_bytes),
-        human_bytes(model.bus_bytes)
-    ));
+    egui::CollapsingHeader::new(format!("in-stream layers ({})", layers.len()))
+        .default_open(false)
+        .show(ui, |ui| {
+            egui::Grid::new("layers").striped(true).show(ui, |ui| {
+                for (name, p) in &layers {
+                    ui.label(*name);
+                    ui.label(format!("{:.3}", p.p50_ms));
+                    ui.label(format!("{:.3}", p.p99_ms));
+                    ui.end_row();
+                }
+            });
+        });
 }
 
 fn pattern_selector(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Action> {

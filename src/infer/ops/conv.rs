@@ -43,6 +43,58 @@ pub struct Geometry {
     pub groups: usize,
 }
 
+/// A 2D convolution of one image whose weight fits the input's channels and `groups`, and
+/// matches `kernel_shape` when that is given.
+fn check_shapes(attrs: &Attrs, x: &[usize], w: &[usize], groups: usize) -> Result<()> {
+    if x.len() != 4 || w.len() != 4 {
+        return Err(attrs.err(format!(
+            "only 2D convolutions (4D input and weight) are supported; input {x:?}, weight {w:?}"
+        )));
+    }
+    if x[0] != 1 {
+        return Err(attrs.err(format!("batch size {} is not supported (1 only)", x[0])));
+    }
+    let kernel = [w[2], w[3]];
+    if kernel.contains(&0) || w[0] == 0 {
+        return Err(attrs.err(format!("weight {w:?} is empty")));
+    }
+    if let Some(k) = attrs.ints("kernel_shape")? {
+        if k != [w[2] as i64, w[3] as i64] {
+            return Err(attrs.err(format!(
+                "kernel_shape {k:?} differs from the weight's {kernel:?}"
+            )));
+        }
+    }
+    if x[1] != w[1] * groups || !w[0].is_multiple_of(groups) {
+        return Err(attrs.err(format!(
+            "input has {} channels, weight {w:?} with group={groups} expects {}",
+            x[1],
+            w[1] * groups
+        )));
+    }
+    Ok(())
+}
+
+/// A two-value positive attribute (strides, dilations), `default` for both when absent.
+fn pair(attrs: &Attrs, name: &str, default: usize) -> Result<[usize; 2]> {
+    match attrs.ints(name)? {
+        None => Ok([default; 2]),
+        Some(v) if v.len() == 2 => Ok([positive(attrs, name, v[0])?, positive(attrs, name, v[1])?]),
+        Some(v) => Err(attrs.err(format!("{name} {v:?} needs 2 values"))),
+    }
+}
+
+/// `pads` (top, left, bottom, right), zeros when absent.
+fn explicit_pads(attrs: &Attrs) -> Result<[usize; 4]> {
+    match attrs.ints("pads")? {
+        None => Ok([0; 4]),
+        Some(p) if p.len() == 4 && p.iter().all(|&v| (0..=MAX_ELEMENTS as i64).contains(&v)) => {
+            Ok([p[0] as usize, p[1] as usize, p[2] as usize, p[3] as usize])
+        }
+        Some(p) => Err(attrs.err(format!("pads {p:?} needs 4 values in 0..=2^28"))),
+    }
+}
+
 impl Geometry {
     /// `x`: [1, C, H, W]; `w`: [M, C/groups, kH, kW].
     pub fn resolve(attrs: &Attrs, x: &[usize], w: &[usize]) -> Result<Geometry> {
@@ -54,53 +106,12 @@ impl Geometry {
             "pads",
             "strides",
         ])?;
-        if x.len() != 4 || w.len() != 4 {
-            return Err(attrs.err(format!(
-                "only 2D convolutions (4D input and weight) are supported; input {x:?}, weight {w:?}"
-            )));
-        }
-        if x[0] != 1 {
-            return Err(attrs.err(format!("batch size {} is not supported (1 only)", x[0])));
-        }
         let groups = positive(attrs, "group", attrs.int("group", 1)?)?;
-        let pair = |name: &str, default: usize| -> Result<[usize; 2]> {
-            match attrs.ints(name)? {
-                None => Ok([default; 2]),
-                Some(v) if v.len() == 2 => {
-                    Ok([positive(attrs, name, v[0])?, positive(attrs, name, v[1])?])
-                }
-                Some(v) => Err(attrs.err(format!("{name} {v:?} needs 2 values"))),
-            }
-        };
+        check_shapes(attrs, x, w, groups)?;
         let kernel = [w[2], w[3]];
-        if kernel.contains(&0) || w[0] == 0 {
-            return Err(attrs.err(format!("weight {w:?} is empty")));
-        }
-        if let Some(k) = attrs.ints("kernel_shape")? {
-            if k != [w[2] as i64, w[3] as i64] {
-                return Err(attrs.err(format!(
-                    "kernel_shape {k:?} differs from the weight's {kernel:?}"
-                )));
-            }
-        }
-        let (stride, dilation) = (pair("strides", 1)?, pair("dilations", 1)?);
-        if x[1] != w[1] * groups || !w[0].is_multiple_of(groups) {
-            return Err(attrs.err(format!(
-                "input has {} channels, weight {w:?} with group={groups} expects {}",
-                x[1],
-                w[1] * groups
-            )));
-        }
+        let (stride, dilation) = (pair(attrs, "strides", 1)?, pair(attrs, "dilations", 1)?);
         let auto_pad = attrs.string("auto_pad", "NOTSET")?;
-        let pads = match attrs.ints("pads")? {
-            None => [0; 4],
-            Some(p)
-                if p.len() == 4 && p.iter().all(|&v| (0..=MAX_ELEMENTS as i64).contains(&v)) =>
-            {
-                [p[0] as usize, p[1] as usize, p[2] as usize, p[3] as usize]
-            }
-            Some(p) => return Err(attrs.err(format!("pads {p:?} needs 4 values in 0..=2^28"))),
-        };
+        let pads = explicit_pads(attrs)?;
         let mut out = [0; 2];
         let mut pad = [0; 2];
         for a in 0..2 {
