@@ -65,6 +65,10 @@ ARCHS = {
     # times, each application a residual block, so depth costs MACs but no parameters
     # (18,336 parameters, receptive field 23, ~24k MACs per output pixel).
     "rec36": [(3, 36, 5), (36, 36, 3), (36, OUT, 3)],
+    # Depthwise-separable: width 40 for the budget of width 16 — six depthwise 3x3 (group 40)
+    # + pointwise 1x1 pairs between a 5x5 3->40 and a 3x3 40->12 (19,612 parameters, 4,782
+    # MACs per output pixel); the middle convs start near the identity (NEAR_IDENTITY).
+    "sep40": [(3, 40, 5)] + [(40, 40, 3, 1, 40), (40, 40, 1)] * 6 + [(40, OUT, 3)],
     # A capacity probe, not a candidate: the same shape 64 wide with eight blocks (~307k
     # parameters, 15x the budget) shows how much of the gap to the goal the budget explains.
     "probe64": [(3, 64, 5)] + [(64, 64, 3)] * 8 + [(64, OUT, 5)],
@@ -73,7 +77,25 @@ ARCHS = {
 
 # Negative slope of the LeakyReLU between convs, per arch (absent: ReLU, torch's default init).
 LEAKY = {"deep18": 0.1, "deep16": 0.1, "dil18": 0.1, "fsr16": 0.1, "qleaky": 0.1, "sesr16": 0.1,
-         "sesr20": 0.1, "sesr12": 0.1, "probe64": 0.1, "rec36": 0.1}
+         "sesr20": 0.1, "sesr12": 0.1, "probe64": 0.1, "rec36": 0.1, "sep40": 0.1}
+
+# Plain archs whose middle convs (square: depthwise, or cin == cout) start as the identity plus
+# a tenth of their He initialisation, so a deep stack starts near the bilinear base instead of
+# dying (the failure seen with deep ReLU nets).
+NEAR_IDENTITY = {"sep40"}
+
+
+@torch.no_grad()
+def near_identity_(conv: torch.nn.Conv2d):
+    w = conv.weight
+    if w.shape[0] != w.shape[1] * conv.groups:
+        return
+    w.mul_(0.1)
+    k = w.shape[-1] // 2
+    if conv.groups == 1:
+        w[:, :, k, k] += torch.eye(w.shape[0], dtype=w.dtype)
+    else:
+        w[:, 0, k, k] += 1.0
 
 # Architectures trained as CollapsibleNet: the width each conv expands to while training.
 COLLAPSIBLE = {"sesr16": 64, "sesr20": 64, "sesr12": 64, "probe64": 64, "rec36": 64}
@@ -90,9 +112,9 @@ def conv_sequence(arch: str) -> list:
 
 
 def layer(spec):
-    """(cin, cout, kernel, dilation) of one ARCHS entry."""
+    """(cin, cout, kernel, dilation, groups) of one ARCHS entry."""
     cin, cout, k = spec[:3]
-    return cin, cout, k, (spec[3] if len(spec) > 3 else 1)
+    return cin, cout, k, (spec[3] if len(spec) > 3 else 1), (spec[4] if len(spec) > 4 else 1)
 
 
 class UpscaleNet(torch.nn.Module):
@@ -101,14 +123,17 @@ class UpscaleNet(torch.nn.Module):
         self.arch = arch
         self.layers = ARCHS[arch]
         self.convs = torch.nn.ModuleList(
-            torch.nn.Conv2d(cin, cout, k, padding=d * (k // 2), dilation=d)
-            for cin, cout, k, d in map(layer, self.layers)
+            torch.nn.Conv2d(cin, cout, k, padding=d * (k // 2), dilation=d, groups=g)
+            for cin, cout, k, d, g in map(layer, self.layers)
         )
         self.leaky = LEAKY.get(arch)
         if self.leaky is not None:
             for conv in self.convs:
                 torch.nn.init.kaiming_normal_(conv.weight, a=self.leaky, nonlinearity="leaky_relu")
                 torch.nn.init.zeros_(conv.bias)
+        if arch in NEAR_IDENTITY:
+            for conv in self.convs[1:-1]:
+                near_identity_(conv)
         last = self.convs[-1]
         with torch.no_grad():
             last.weight.mul_(0.1)
@@ -155,9 +180,9 @@ class CollapsibleNet(torch.nn.Module):
         expand = COLLAPSIBLE[arch]
         self.expand = torch.nn.ModuleList()
         self.project = torch.nn.ModuleList()
-        for i, (cin, cout, k, d) in enumerate(map(layer, self.layers)):
-            if d != 1:
-                raise ValueError(f"{arch}: collapsible convs are not dilated")
+        for i, (cin, cout, k, d, g) in enumerate(map(layer, self.layers)):
+            if d != 1 or g != 1:
+                raise ValueError(f"{arch}: collapsible convs are neither dilated nor grouped")
             first = torch.nn.Conv2d(cin, expand, k, padding=k // 2)
             second = torch.nn.Conv2d(expand, cout, 1)
             torch.nn.init.kaiming_normal_(first.weight, a=self.leaky, nonlinearity="leaky_relu")
@@ -222,8 +247,8 @@ class PlainNet(torch.nn.Module):
         self.leaky = LEAKY.get(arch)
         self.long_skip = arch in COLLAPSIBLE
         self.convs = torch.nn.ModuleList(
-            torch.nn.Conv2d(cin, cout, k, padding=d * (k // 2), dilation=d)
-            for cin, cout, k, d in map(layer, ARCHS[arch])
+            torch.nn.Conv2d(cin, cout, k, padding=d * (k // 2), dilation=d, groups=g)
+            for cin, cout, k, d, g in map(layer, ARCHS[arch])
         )
 
     def forward(self, x):
@@ -255,7 +280,7 @@ def macs_per_output_pixel(arch: str) -> float:
     """Multiply-accumulates per output pixel: the convs run at input resolution (divide by
     SCALE^2), the bilinear base costs 4 per output sample and channel."""
     specs = [layer(ARCHS[arch][i]) for i in conv_sequence(arch)]
-    conv = sum(cin * cout * k * k for cin, cout, k, _ in specs)
+    conv = sum(cin // g * cout * k * k for cin, cout, k, _, g in specs)
     return conv / (SCALE * SCALE) + 4 * 3
 
 
@@ -270,6 +295,7 @@ def to_onnx(net: torch.nn.Module, metadata: dict) -> onnx.ModelProto:
     sequence = conv_sequence(net.arch)
     for i, c in enumerate(sequence):
         w, _, d = convs[c]
+        group = layer(ARCHS[net.arch][c])[4]
         name = f"conv{i + 1}"
         k = w.shape[-1]
         if net.long_skip and i + 1 == len(sequence):
@@ -280,6 +306,7 @@ def to_onnx(net: torch.nn.Module, metadata: dict) -> onnx.ModelProto:
             helper.make_node(
                 "Conv", [prev, f"conv{c + 1}.weight", f"conv{c + 1}.bias"], [out], name=name,
                 kernel_shape=[k, k], pads=[d * (k // 2)] * 4, dilations=[d, d],
+                **({"group": group} if group != 1 else {}),
             )
         )
         prev = out
