@@ -31,6 +31,8 @@ QUALITY_FRAMES="${QUALITY_FRAMES:-16}"
 QUALITY_ARCH="${QUALITY_ARCH:-sesr16}"
 QUALITY_ARGS="${QUALITY_ARGS:---patch 96 --tf32 --eval-every 10}"
 FAST_ARGS="${FAST_ARGS:-}"
+# TRAIN_FAST=0 trains only quality_x2 (and its repeat): the GPU is then shared by fewer runs.
+TRAIN_FAST="${TRAIN_FAST:-1}"
 MODELS="${MODELS_DIR:-models}"
 # Empty: the repository's config.toml (640x360 -> 1280x720, what the game runs at).
 CONFIG_ARGS=()
@@ -52,7 +54,7 @@ timeout "${DATASET_LIMIT_S:-180}" "$BIN" "${CONFIG_ARGS[@]}" dataset --out "$DS"
     || echo "warning: dataset stopped early (exit $?); training on the pairs written so far"
 du -sh "$DS" || true
 
-stamp "training quality ($QUALITY_ARCH) and fast side by side (each within ${BUDGET_S} s of epochs)"
+stamp "training quality ($QUALITY_ARCH)$([ "$TRAIN_FAST" = 1 ] && echo " and fast"), side by side (each within ${BUDGET_S} s of epochs)"
 train() { # model name (quality | fast) [dir] [log name]
     local model=$1 dir=${2:-$MODELS} name=${3:-$1} arch args
     if [ "$model" = quality ]; then arch=$QUALITY_ARCH args=$QUALITY_ARGS; else arch=fast args=$FAST_ARGS; fi
@@ -63,12 +65,13 @@ train() { # model name (quality | fast) [dir] [log name]
     return "${PIPESTATUS[0]}"
 }
 train quality & pid_quality=$!
-train fast & pid_fast=$!
+pid_fast=""
+[ "$TRAIN_FAST" = 1 ] && { train fast & pid_fast=$!; }
 pid_repeat=""
 [ "${REPEAT:-0}" = 1 ] && { train quality "$MODELS/repeat" quality_repeat & pid_repeat=$!; }
 failed=0
 wait "$pid_quality" || { echo "error: training quality failed (log above)"; failed=1; }
-wait "$pid_fast" || { echo "error: training fast failed (log above)"; failed=1; }
+[ -z "$pid_fast" ] || wait "$pid_fast" || { echo "error: training fast failed (log above)"; failed=1; }
 [ -z "$pid_repeat" ] || wait "$pid_repeat" || { echo "error: the repeat training failed"; failed=1; }
 
 # The binary loads ONNX Runtime at run time: .deps/onnxruntime/ when the checkout has it, else
@@ -80,7 +83,9 @@ if [ -z "${ORT_DYLIB_PATH:-}" ] && ! ls .deps/onnxruntime/lib*/libonnxruntime.so
     [ -n "$lib" ] && export ORT_DYLIB_PATH="$lib" && echo "ONNX Runtime for the binary: $lib"
 fi
 
-for arch in quality fast repeat/quality; do
+archs="quality repeat/quality"
+[ "$TRAIN_FAST" = 1 ] && archs="quality fast repeat/quality"
+for arch in $archs; do
     model="$MODELS/${arch}_x2.onnx"
     [ -f "$model" ] || continue
     name=${arch/\//_}
@@ -94,7 +99,7 @@ for arch in quality fast repeat/quality; do
 done
 
 stamp "copying results into $OUT"
-for arch in quality fast; do
+for arch in ${archs/repeat\/quality/}; do
     cp "$MODELS/${arch}_x2.onnx" "$MODELS/${arch}_x2.metrics.json" "$OUT/" 2>/dev/null || true
 done
 for f in "$MODELS"/repeat/quality_x2.*; do
