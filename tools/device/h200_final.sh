@@ -4,6 +4,7 @@
 #
 #   bash tools/device/h200_final.sh soak-and-train   # call 1: $OUT/final-a.tgz
 #   bash tools/device/h200_final.sh bench            # call 2: $OUT/final-b.tgz
+#   bash tools/device/h200_final.sh bench-then-retrain  # call 2 plus a quality_x2 retrain
 #
 # Call 1 starts the model sweep (tools/train/device_sweep.sh) in the background, runs a
 # 3,000-frame validation soak meanwhile (its timing does not matter, its errors and memory do),
@@ -53,7 +54,17 @@ PY
     (cd .devrun && timeout 330 ./upscale-demo --config config.toml bench --models "$models" \
         --reference "$R/reference.json" --out "$R/bench") 2>&1 | tail -n 60 | tee "$R/bench.log"
     tar czf "$OUT/final-b.tgz" -C "$R" reference.json reference.log bench bench.log gpu.csv ;;
+bench-then-retrain)
+    # One call: the bench above on an idle GPU, then quality_x2 retrained twice side by side
+    # (TRAIN_FAST=0 REPEAT=1 tools/train/device_train.sh) in the time left, so the call ends by
+    # ~560 s; the retrain's files come back as $OUT/retrain.tgz.
+    bash "$0" bench
+    budget=$((560 - (SECONDS - start) - ${RETRAIN_OVERHEAD_S:-120}))
+    stamp "retraining quality_x2 twice within ${budget} s of epochs each"
+    TRAIN_FAST=0 REPEAT=1 EPOCHS=1000 BUDGET_S=$budget MODELS_DIR=/tmp/retrain/models OUT=/tmp/retrain/out \
+        BIN=.devrun/upscale-demo bash tools/train/device_train.sh 2>&1 | tail -n 40
+    tar czf "$OUT/retrain.tgz" -C /tmp/retrain/out . ;;
 *)
-    echo "usage: $0 soak-and-train | bench"; exit 2 ;;
+    echo "usage: $0 soak-and-train | bench | bench-then-retrain"; exit 2 ;;
 esac
 stamp "done"
