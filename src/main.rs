@@ -1,202 +1,23 @@
+mod cli;
+
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand};
+use clap::Parser as _;
 
 use upscale_demo::app::bench::{self, BenchArgs};
 use upscale_demo::app::config::Config;
 use upscale_demo::app::dataset::{self, DatasetArgs};
 use upscale_demo::app::headless::{self, HeadlessArgs};
 use upscale_demo::app::quality::{self, QualityArgs};
-use upscale_demo::app::run_model::{self, RunEngine, RunModelArgs};
+use upscale_demo::app::run_model;
 use upscale_demo::app::soak::{self, SoakArgs};
 use upscale_demo::app::window::{self, WindowArgs};
 use upscale_demo::app::{has_display, paths};
 use upscale_demo::game::textures;
-use upscale_demo::render::compare::CompareSide;
 use upscale_demo::render::stats::stage_rank;
-use upscale_demo::upscale::Pattern;
 
-#[derive(Parser)]
-#[command(
-    name = "upscale-demo",
-    version,
-    about = "Real-time AI-upscaling demo game on Vulkan",
-    args_override_self = true
-)]
-struct Cli {
-    /// Config file (default: config.toml of the project).
-    #[arg(long, global = true)]
-    config: Option<PathBuf>,
-    #[command(subcommand)]
-    command: Option<Command>,
-    /// Quit after this many frames (windowed smoke tests).
-    #[arg(long)]
-    exit_after_frames: Option<u64>,
-    /// Write summary.json here when the window closes.
-    #[arg(long)]
-    summary: Option<PathBuf>,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Render the scripted camera path offscreen; writes last.png and summary.json.
-    Headless(HeadlessCli),
-    /// One inference of an ONNX model on .pb tensors (ONNX TensorProto), written as .pb.
-    RunModel {
-        #[arg(long)]
-        model: PathBuf,
-        /// One per graph input, in order.
-        #[arg(long = "input", required = true)]
-        inputs: Vec<PathBuf>,
-        /// One per graph output (or one: further outputs get .1.pb, .2.pb, ...).
-        #[arg(long = "output", required = true)]
-        outputs: Vec<PathBuf>,
-        #[arg(long, value_enum, default_value = "in-stream")]
-        engine: RunEngine,
-    },
-    /// Render low-res / supersampled PNG pairs of seeded random views (training data).
-    Dataset {
-        #[arg(long)]
-        out: PathBuf,
-        /// Training pairs; the held-out val split gets count/8 (at least 4).
-        #[arg(long)]
-        count: u64,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// The reference is rendered at this many times the output size, then box-filtered.
-        #[arg(long, default_value_t = 3)]
-        supersample: u32,
-    },
-    /// PSNR/SSIM of a model (cpu-roundtrip or in-stream), bilinear, bicubic and the native
-    /// render vs the supersampled reference on the held-out views.
-    Quality {
-        #[arg(long)]
-        model: PathBuf,
-        #[arg(long, value_parser = parse_pattern, default_value = "cpu-roundtrip")]
-        pattern: Pattern,
-        #[arg(long, default_value_t = 16)]
-        frames: u64,
-        /// Seed of the held-out pose stream (the dataset's --seed).
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        #[arg(long, default_value_t = 3)]
-        supersample: u32,
-        /// Write quality.json here.
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
-    /// Benchmark every available pattern x model x resolution; writes report.{json,csv,md,png}.
-    Bench(BenchCli),
-    /// Compare two images of the same size (e.g. two patterns' last.png of the same frame):
-    /// largest per-channel difference, differing pixels, PSNR-RGB.
-    ImageDiff {
-        a: PathBuf,
-        b: PathBuf,
-        /// Fail (exit 1) when some channel differs by more than this many 1/255 steps.
-        #[arg(long)]
-        max: Option<u8>,
-    },
-    /// Regenerate the texture PNGs in assets/.
-    GenAssets {
-        #[arg(long, default_value = "assets")]
-        out: PathBuf,
-    },
-}
-
-#[derive(Args)]
-struct HeadlessCli {
-    /// Frames to render (default 60; 10000 with --soak).
-    #[arg(long)]
-    frames: Option<u64>,
-    #[arg(long, default_value = "out/headless")]
-    out: PathBuf,
-    /// Upscaler pattern (default: from the config).
-    #[arg(long, value_parser = parse_pattern)]
-    pattern: Option<Pattern>,
-    /// ONNX model for the ML patterns (default: from the config).
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// Cycle through the available patterns every N frames (default 30 with --soak).
-    #[arg(long)]
-    switch_every: Option<u64>,
-    /// Turn the compare view on; its right side: native, bilinear or in-stream.
-    #[arg(long, value_parser = parse_compare_side)]
-    compare: Option<CompareSide>,
-    /// The compare view's divider, 0..1 from the left.
-    #[arg(long)]
-    divider: Option<f32>,
-    /// Output size WxH instead of the config's (render size = output / render.scale).
-    #[arg(long, value_parser = parse_size)]
-    output_size: Option<(u32, u32)>,
-    /// Long run: switch pattern every --switch-every frames and model every --model-every,
-    /// report validation errors, memory growth and frame-time spikes (summary.json "soak").
-    #[arg(long)]
-    soak: bool,
-    /// With --soak: switch model every N frames.
-    #[arg(long, default_value_t = 500)]
-    model_every: u64,
-    /// With --soak: the models to cycle, comma-separated (default: models/*.onnx, the test
-    /// model and a model the loader refuses).
-    #[arg(long, value_delimiter = ',')]
-    models: Vec<PathBuf>,
-}
-
-#[derive(Args)]
-struct BenchCli {
-    #[arg(long, default_value = "out/bench")]
-    out: PathBuf,
-    /// Comma-separated ONNX models (default: every models/*.onnx, not models/test/).
-    #[arg(long, value_delimiter = ',')]
-    models: Option<Vec<PathBuf>>,
-    /// Comma-separated render:output sizes [default: 960x540:1920x1080,640x360:1280x720].
-    #[arg(long)]
-    res: Option<String>,
-    /// Comma-separated patterns (default: all four; unavailable ones are reported, not run).
-    #[arg(long, value_delimiter = ',', value_parser = parse_pattern)]
-    patterns: Option<Vec<Pattern>>,
-    /// Warm-up frames per run, not measured; at least 4 [default: 10].
-    #[arg(long)]
-    warmup: Option<u64>,
-    /// Measured frames per run [default: 100].
-    #[arg(long)]
-    frames: Option<u64>,
-    /// How many of the measured frames get a PSNR against the native render [default: 3].
-    #[arg(long)]
-    psnr_frames: Option<u64>,
-    /// The native reference is rendered at this many times the output size, box-filtered
-    /// (as `quality` does); 1: a plain native render.
-    #[arg(long, default_value_t = 3)]
-    supersample: u32,
-    /// PyTorch reference timings (JSON from tools/reference/) to show beside in-stream.
-    #[arg(long)]
-    reference: Option<PathBuf>,
-    /// A smoke run: 64x36:128x72, 4 warm-up and 5 measured frames, PSNR on 2 (flags given
-    /// explicitly still win).
-    #[arg(long)]
-    quick: bool,
-    /// No progress bar.
-    #[arg(long)]
-    no_progress: bool,
-}
-
-fn parse_compare_side(s: &str) -> Result<CompareSide, String> {
-    CompareSide::parse(s).ok_or_else(|| {
-        let all: Vec<_> = CompareSide::ALL.iter().map(|c| c.name()).collect();
-        format!("unknown compare side \"{s}\"; one of: {}", all.join(", "))
-    })
-}
-
-fn parse_size(s: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("\"{s}\" is not a size; write it as WIDTHxHEIGHT, e.g. 128x72");
-    let (w, h) = s.split_once('x').ok_or_else(bad)?;
-    Ok((w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?))
-}
-
-fn parse_pattern(s: &str) -> Result<Pattern, String> {
-    Pattern::parse(s)
-        .ok_or_else(|| format!("unknown pattern \"{s}\"; one of: {}", Pattern::names()))
-}
+use cli::{BenchCli, Cli, Command, HeadlessCli};
 
 fn main() {
     tracing_subscriber::fmt()
@@ -235,69 +56,32 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     );
     match cli.command {
         Some(Command::Bench(b)) => run_bench(&config, config_file, b),
-        Some(Command::RunModel {
-            model,
-            inputs,
-            outputs,
-            engine,
-        }) => {
-            let args = RunModelArgs {
-                model,
-                inputs,
-                outputs,
-                engine,
-            };
-            for t in run_model::run(&args)? {
+        Some(Command::RunModel(r)) => {
+            for t in run_model::run(&r.into())? {
                 println!("{} {:?}", t.name, t.shape);
             }
             Ok(())
         }
-        Some(Command::ImageDiff { a, b, max }) => image_diff(&a, &b, max),
-        Some(Command::GenAssets { out }) => {
-            textures::write_all(&out)?;
-            println!("textures written to {}", out.display());
+        Some(Command::ImageDiff(d)) => image_diff(&d.a, &d.b, d.max),
+        Some(Command::GenAssets(g)) => {
+            textures::write_all(&g.out)?;
+            println!("textures written to {}", g.out.display());
             Ok(())
         }
-        Some(Command::Dataset {
-            out,
-            count,
-            seed,
-            supersample,
-        }) => run_dataset(
-            &config,
-            &DatasetArgs {
-                out,
-                count,
-                seed,
-                supersample,
-            },
-        ),
-        Some(Command::Quality {
-            model,
-            pattern,
-            frames,
-            seed,
-            supersample,
-            out,
-        }) => {
-            let args = QualityArgs {
-                model,
-                pattern,
-                frames,
-                seed,
-                supersample,
-                out,
-            };
-            let report = quality::run(&config, &args)?;
-            println!("{}", quality::table(&report));
-            if let Some(dir) = &args.out {
-                println!("wrote {}", dir.join("quality.json").display());
-            }
-            Ok(())
-        }
+        Some(Command::Dataset(d)) => run_dataset(&config, &d.into()),
+        Some(Command::Quality(q)) => run_quality(&config, &q.into()),
         Some(Command::Headless(h)) => run_headless_command(config, h),
         None => run_window(config, cli.exit_after_frames, cli.summary),
     }
+}
+
+fn run_quality(config: &Config, args: &QualityArgs) -> anyhow::Result<()> {
+    let report = quality::run(config, args)?;
+    println!("{}", quality::table(&report));
+    if let Some(dir) = &args.out {
+        println!("wrote {}", dir.join("quality.json").display());
+    }
+    Ok(())
 }
 
 fn run_bench(config: &Config, config_file: String, b: BenchCli) -> anyhow::Result<()> {
