@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use super::machine::gib;
-use super::report::{BenchReport, NamedStage, RunReport, StageStats};
+use super::report::{BenchReport, ConfigReport, Header, NamedStage, RunReport, StageStats};
 use crate::render::stats::stage_rank;
 
 /// Every non-layer stage name any run reported, in frame order.
@@ -67,72 +67,79 @@ fn stage_cell(run: &RunReport, name: &str) -> String {
 fn header_lines(r: &BenchReport) -> String {
     let h = &r.header;
     let m = &h.machine;
-    let mut s = String::new();
-    let commit = match (&h.git_commit, h.git_dirty) {
-        (Some(c), Some(true)) => format!("{c} (with uncommitted changes)"),
-        (Some(c), _) => c.clone(),
-        (None, _) => "unknown (no git)".into(),
-    };
     let ram = m.ram_bytes.map_or("unknown".into(), gib);
-    let gpu = h.gpu.as_ref().map_or("none created".into(), |g| {
-        format!(
-            "{} ({}), driver {}, Vulkan {}",
-            g.name, g.device_type, g.driver, g.api_version
-        )
-    });
-    let ort = match (&h.onnxruntime, &h.onnxruntime_error) {
-        (Some(v), _) => format!("{v} ({} execution provider)", h.onnxruntime_provider),
-        (None, Some(e)) => e.clone(),
-        (None, None) => "unknown".into(),
-    };
-    let c = &r.config;
-    let resolutions: Vec<String> = c.resolutions.iter().map(|r| r.label()).collect();
     let validation = if h.validation_enabled {
         format!("on, {} errors", r.validation_errors)
     } else {
         "off".into()
     };
+    let took = if r.complete {
+        ""
+    } else {
+        " so far (still running)"
+    };
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "- date: {} · {} · {} build",
         h.date, h.tool, h.build_profile
     );
-    let _ = writeln!(s, "- commit: {commit}");
+    let _ = writeln!(s, "- commit: {}", commit_label(h));
     let _ = writeln!(
         s,
         "- machine: {} · {} · {} cores · {ram} RAM · {}",
         m.hostname, m.cpu_model, m.cores, m.os
     );
-    let _ = writeln!(s, "- GPU: {gpu}");
-    let _ = writeln!(s, "- ONNX Runtime: {ort}");
+    let _ = writeln!(s, "- GPU: {}", gpu_label(h));
+    let _ = writeln!(s, "- ONNX Runtime: {}", ort_label(h));
     let _ = writeln!(s, "- validation layer: {validation}");
-    let _ = writeln!(
-        s,
-        "- config: patterns {} · models {} · resolutions {} · {} warm-up + {} measured frames \
+    let _ = writeln!(s, "- config: {}", config_label(&r.config));
+    let _ = writeln!(s, "- command: `{}`", h.command_line);
+    let _ = writeln!(s, "- took {:.0} s{took}", r.elapsed_s);
+    s
+}
+
+fn commit_label(h: &Header) -> String {
+    match (&h.git_commit, h.git_dirty) {
+        (Some(c), Some(true)) => format!("{c} (with uncommitted changes)"),
+        (Some(c), _) => c.clone(),
+        (None, _) => "unknown (no git)".into(),
+    }
+}
+
+fn gpu_label(h: &Header) -> String {
+    h.gpu.as_ref().map_or("none created".into(), |g| {
+        format!(
+            "{} ({}), driver {}, Vulkan {}",
+            g.name, g.device_type, g.driver, g.api_version
+        )
+    })
+}
+
+fn ort_label(h: &Header) -> String {
+    match (&h.onnxruntime, &h.onnxruntime_error) {
+        (Some(v), _) => format!("{v} ({} execution provider)", h.onnxruntime_provider),
+        (None, Some(e)) => e.clone(),
+        (None, None) => "unknown".into(),
+    }
+}
+
+fn config_label(c: &ConfigReport) -> String {
+    let resolutions: Vec<String> = c.resolutions.iter().map(|r| r.label()).collect();
+    let models = if c.models.is_empty() {
+        "none".into()
+    } else {
+        c.models.join(", ")
+    };
+    format!(
+        "patterns {} · models {models} · resolutions {} · {} warm-up + {} measured frames \
          of the scripted camera path, overlay drawn · config file {}",
         c.patterns.join(", "),
-        if c.models.is_empty() {
-            "none".into()
-        } else {
-            c.models.join(", ")
-        },
         resolutions.join(", "),
         c.warmup,
         c.frames,
         c.config_file
-    );
-    let _ = writeln!(s, "- command: `{}`", h.command_line);
-    let _ = writeln!(
-        s,
-        "- took {:.0} s{}",
-        r.elapsed_s,
-        if r.complete {
-            ""
-        } else {
-            " so far (still running)"
-        }
-    );
-    s
+    )
 }
 
 fn psnr_note(r: &BenchReport) -> String {
@@ -430,6 +437,43 @@ mod tests {
         assert_eq!(ms(0.0261), "0.026");
         assert_eq!(ms(66.94), "66.94");
         assert_eq!(ms(5248.2), "5248.2");
+    }
+
+    fn header() -> Header {
+        Header {
+            tool: "upscale-demo 0.1.0".into(),
+            date: "2026-12-03T08:00:00Z".into(),
+            machine: super::super::report::Machine {
+                hostname: "vm".into(),
+                cpu_model: "cpu".into(),
+                cores: 2,
+                ram_bytes: None,
+                os: "linux".into(),
+            },
+            gpu: None,
+            onnxruntime: None,
+            onnxruntime_error: Some("not loaded: no ONNX Runtime pattern in this bench".into()),
+            onnxruntime_provider: "cpu".into(),
+            git_commit: Some("3cf779e".into()),
+            git_dirty: Some(true),
+            build_profile: "release".into(),
+            validation_enabled: false,
+            command_line: "upscale-demo bench".into(),
+        }
+    }
+
+    #[test]
+    fn header_labels_say_what_is_missing_or_modified() {
+        let mut h = header();
+        assert_eq!(commit_label(&h), "3cf779e (with uncommitted changes)");
+        h.git_dirty = Some(false);
+        assert_eq!(commit_label(&h), "3cf779e");
+        h.git_commit = None;
+        assert_eq!(commit_label(&h), "unknown (no git)");
+        assert_eq!(gpu_label(&h), "none created");
+        assert!(ort_label(&h).starts_with("not loaded"));
+        h.onnxruntime = Some("1.30.0".into());
+        assert_eq!(ort_label(&h), "1.30.0 (cpu execution provider)");
     }
 
     #[test]
