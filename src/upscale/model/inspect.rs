@@ -11,26 +11,8 @@ use super::{ModelError, PROBE_SIZE};
 
 /// Validates the session's signature and determines the scale.
 pub(super) fn inspect(path: &Path, session: &mut Session) -> Result<ModelInfo, ModelError> {
-    let not_image = |found: String| ModelError::NotImage {
-        path: path.to_path_buf(),
-        found,
-    };
-    let names = |outlets: &[ort::value::Outlet]| {
-        outlets
-            .iter()
-            .map(|o| format!("'{}'", o.name()))
-            .collect::<Vec<_>>()
-    };
+    one_input_one_output(path, session)?;
     let (ins, outs) = (session.inputs(), session.outputs());
-    if ins.len() != 1 || outs.len() != 1 {
-        return Err(not_image(format!(
-            "it has {} input(s) [{}] and {} output(s) [{}]",
-            ins.len(),
-            names(ins).join(", "),
-            outs.len(),
-            names(outs).join(", ")
-        )));
-    }
     let (input_name, output_name) = (ins[0].name().to_string(), outs[0].name().to_string());
     let in_dims = info::image_dims(path, "input", &input_name, ins[0].dtype())?;
     let out_dims = info::image_dims(path, "output", &output_name, outs[0].dtype())?;
@@ -41,7 +23,6 @@ pub(super) fn inspect(path: &Path, session: &mut Session) -> Result<ModelInfo, M
         (Some(i), Some(o)) => Some(info::scale_from_sizes(path, i, o)?),
         _ => None,
     };
-
     let metadata_scale = session
         .metadata()
         .map_err(|e| ModelError::Invalid {
@@ -49,26 +30,13 @@ pub(super) fn inspect(path: &Path, session: &mut Session) -> Result<ModelInfo, M
             reason: format!("cannot read metadata: {e}"),
         })?
         .custom(SCALE_KEY);
-    let (scale, scale_source) = match (metadata_scale, static_scale) {
-        (Some(value), static_scale) => {
-            let scale = info::parse_scale(path, &value)?;
-            if let Some(shape_scale) = static_scale.filter(|&s| s != scale) {
-                return Err(ModelError::Scale {
-                    path: path.to_path_buf(),
-                    reason: format!(
-                        "metadata '{SCALE_KEY}' says {scale} but the tensor shapes give {shape_scale}; fix the metadata"
-                    ),
-                });
-            }
-            (scale, ScaleSource::Metadata)
-        }
-        (None, Some(scale)) => (scale, ScaleSource::ShapeProbe),
-        (None, None) => (
+    let (scale, scale_source) = match known_scale(path, metadata_scale, static_scale)? {
+        Some(known) => known,
+        None => (
             probe_scale(path, session, &input_name, in_dims)?,
             ScaleSource::ShapeProbe,
         ),
     };
-
     Ok(ModelInfo {
         path: path.to_path_buf(),
         input_name,
@@ -79,6 +47,52 @@ pub(super) fn inspect(path: &Path, session: &mut Session) -> Result<ModelInfo, M
         input_height: in_dims.height,
         input_width: in_dims.width,
     })
+}
+
+/// An upscaler has exactly one input and one output; the error lists what the model has.
+fn one_input_one_output(path: &Path, session: &Session) -> Result<(), ModelError> {
+    let names = |outlets: &[ort::value::Outlet]| {
+        outlets
+            .iter()
+            .map(|o| format!("'{}'", o.name()))
+            .collect::<Vec<_>>()
+    };
+    let (ins, outs) = (session.inputs(), session.outputs());
+    if ins.len() == 1 && outs.len() == 1 {
+        return Ok(());
+    }
+    Err(ModelError::NotImage {
+        path: path.to_path_buf(),
+        found: format!(
+            "it has {} input(s) [{}] and {} output(s) [{}]",
+            ins.len(),
+            names(ins).join(", "),
+            outs.len(),
+            names(outs).join(", ")
+        ),
+    })
+}
+
+/// The scale from the metadata (checked against static shapes where both exist) or from the
+/// static shapes; None when neither gives it and the model must be probed.
+fn known_scale(
+    path: &Path,
+    metadata: Option<String>,
+    static_scale: Option<u32>,
+) -> Result<Option<(u32, ScaleSource)>, ModelError> {
+    let Some(value) = metadata else {
+        return Ok(static_scale.map(|s| (s, ScaleSource::ShapeProbe)));
+    };
+    let scale = info::parse_scale(path, &value)?;
+    if let Some(shape_scale) = static_scale.filter(|&s| s != scale) {
+        return Err(ModelError::Scale {
+            path: path.to_path_buf(),
+            reason: format!(
+                "metadata '{SCALE_KEY}' says {scale} but the tensor shapes give {shape_scale}; fix the metadata"
+            ),
+        });
+    }
+    Ok(Some((scale, ScaleSource::Metadata)))
 }
 
 /// Runs the model once on zeros and compares the output size with the input size.
@@ -116,5 +130,37 @@ fn probe_scale(
             path: path.to_path_buf(),
             reason: format!("the shape probe produced output shape {out_shape:?}, expected rank 4"),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metadata_scale_wins_and_must_agree_with_static_shapes() {
+        let p = Path::new("m.onnx");
+        let meta = || Some("2".to_string());
+        assert_eq!(
+            known_scale(p, meta(), None).unwrap(),
+            Some((2, ScaleSource::Metadata))
+        );
+        assert_eq!(
+            known_scale(p, meta(), Some(2)).unwrap(),
+            Some((2, ScaleSource::Metadata))
+        );
+        let err = known_scale(p, meta(), Some(3)).unwrap_err().to_string();
+        assert!(err.contains("says 2") && err.contains("give 3"), "{err}");
+        assert!(known_scale(p, Some("two".into()), None).is_err());
+    }
+
+    #[test]
+    fn without_metadata_static_shapes_give_the_scale_or_a_probe_is_needed() {
+        let p = Path::new("m.onnx");
+        assert_eq!(
+            known_scale(p, None, Some(4)).unwrap(),
+            Some((4, ScaleSource::ShapeProbe))
+        );
+        assert_eq!(known_scale(p, None, None).unwrap(), None);
     }
 }
