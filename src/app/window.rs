@@ -106,53 +106,25 @@ impl ApplicationHandler for App {
                     );
                 }
             }
-            WindowEvent::MouseInput {
-                state,
-                button: MouseButton::Right,
-                ..
-            } => {
-                r.looking = state == ElementState::Pressed;
-                r.last_cursor = None;
+            WindowEvent::MouseInput { state, button, .. } => {
+                r.mouse_button(button, state == ElementState::Pressed, consumed);
             }
-            WindowEvent::MouseInput {
-                state,
-                button: MouseButton::Left,
-                ..
-            } => {
-                let pressed = state == ElementState::Pressed;
-                r.dragging_divider =
-                    pressed && !consumed && r.session.renderer.compare_side().is_some();
-                if r.dragging_divider {
-                    r.drag_divider();
-                }
-            }
-            WindowEvent::CursorMoved { position, .. } => {
-                r.cursor = (position.x, position.y);
-                if r.dragging_divider {
-                    r.drag_divider();
-                }
-                if r.looking {
-                    if let Some((x, y)) = r.last_cursor {
-                        r.input.look_delta +=
-                            glam::vec2((position.x - x) as f32, (position.y - y) as f32);
-                    }
-                    r.last_cursor = Some((position.x, position.y));
-                }
-            }
-            WindowEvent::RedrawRequested => {
-                if let Err(e) = r.frame(&self.args) {
+            WindowEvent::CursorMoved { position, .. } => r.cursor_moved(position.x, position.y),
+            WindowEvent::RedrawRequested => match r.frame(&self.args) {
+                Err(e) => {
                     self.error = Some(e);
                     event_loop.exit();
-                    return;
                 }
-                let done = self
-                    .args
-                    .exit_after_frames
-                    .is_some_and(|n| r.session.renderer.frame_number() >= n);
-                if done {
-                    event_loop.exit();
+                Ok(()) => {
+                    let done = self
+                        .args
+                        .exit_after_frames
+                        .is_some_and(|n| r.session.renderer.frame_number() >= n);
+                    if done {
+                        event_loop.exit();
+                    }
                 }
-            }
+            },
             _ => {}
         }
     }
@@ -255,6 +227,38 @@ impl Running {
     }
 
     /// Puts the compare divider under the cursor (within the letterboxed picture).
+    /// Right button: mouse look while held. Left button: drags the compare divider when the
+    /// compare view is on and egui did not take the click.
+    fn mouse_button(&mut self, button: MouseButton, pressed: bool, consumed: bool) {
+        match button {
+            MouseButton::Right => {
+                self.looking = pressed;
+                self.last_cursor = None;
+            }
+            MouseButton::Left => {
+                self.dragging_divider =
+                    pressed && !consumed && self.session.renderer.compare_side().is_some();
+                if self.dragging_divider {
+                    self.drag_divider();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn cursor_moved(&mut self, x: f64, y: f64) {
+        self.cursor = (x, y);
+        if self.dragging_divider {
+            self.drag_divider();
+        }
+        if self.looking {
+            if let Some((lx, ly)) = self.last_cursor {
+                self.input.look_delta += glam::vec2((x - lx) as f32, (y - ly) as f32);
+            }
+            self.last_cursor = Some((x, y));
+        }
+    }
+
     fn drag_divider(&mut self) {
         let size = self.window.inner_size();
         let rect = letterbox(
