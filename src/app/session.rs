@@ -54,6 +54,30 @@ pub struct Session {
     pub gpu: Gpu,
 }
 
+/// The configured render and output sizes, checked against the device's image size limit and
+/// MSAA sample counts.
+fn checked_sizes(config: &Config, gpu: &Gpu) -> anyhow::Result<Sizes> {
+    let ((rw, rh), (ow, oh)) = config.sizes();
+    check_device_limit((ow, oh), gpu.info.max_image_dimension_2d, &gpu.info.name)?;
+    check_msaa(
+        config.render.msaa,
+        &gpu.info.msaa_sample_counts,
+        &gpu.info.name,
+    )?;
+    Ok(Sizes {
+        render: vk::Extent2D {
+            width: rw,
+            height: rh,
+        },
+        output: vk::Extent2D {
+            width: ow,
+            height: oh,
+        },
+        msaa: config.render.msaa,
+        mip_bias: config.render.upscale_mip_bias,
+    })
+}
+
 impl Session {
     /// `window`: create a surface and swapchain for it; else render for `headless_format`.
     pub fn new(
@@ -68,25 +92,7 @@ impl Session {
             gpu.external_memory_host = None;
             gpu.info.external_memory_host = false;
         }
-        let ((rw, rh), (ow, oh)) = config.sizes();
-        check_device_limit((ow, oh), gpu.info.max_image_dimension_2d, &gpu.info.name)?;
-        check_msaa(
-            config.render.msaa,
-            &gpu.info.msaa_sample_counts,
-            &gpu.info.name,
-        )?;
-        let sizes = Sizes {
-            render: vk::Extent2D {
-                width: rw,
-                height: rh,
-            },
-            output: vk::Extent2D {
-                width: ow,
-                height: oh,
-            },
-            msaa: config.render.msaa,
-            mip_bias: config.render.upscale_mip_bias,
-        };
+        let sizes = checked_sizes(config, &gpu)?;
         let layers = textures::load_all(&paths::root().join("assets"))?;
         let world = World::new(config.game.seed);
         let format = match &surface {
@@ -104,17 +110,16 @@ impl Session {
             .iter()
             .position(|m| models::same_file(m, &ml.model))
             .unwrap_or(0);
-        let mut notice = None;
-        let renderer =
-            match Renderer::new(&gpu, &world, &layers, sizes, format, pattern, ml.clone()) {
-                Ok(r) => r,
-                Err(e) if pattern != Pattern::Bilinear => {
-                    tracing::warn!("{pattern} failed to start ({e:#}); falling back to bilinear");
-                    notice = Some(format!("{pattern} is not available: {e:#}; using bilinear"));
-                    Renderer::new(&gpu, &world, &layers, sizes, format, Pattern::Bilinear, ml)?
-                }
-                Err(e) => return Err(e),
-            };
+        let start = |p: Pattern| Renderer::new(&gpu, &world, &layers, sizes, format, p, ml.clone());
+        let (renderer, notice) = match start(pattern) {
+            Ok(r) => (r, None),
+            Err(e) if pattern != Pattern::Bilinear => {
+                tracing::warn!("{pattern} failed to start ({e:#}); falling back to bilinear");
+                let notice = format!("{pattern} is not available: {e:#}; using bilinear");
+                (start(Pattern::Bilinear)?, Some(notice))
+            }
+            Err(e) => return Err(e),
+        };
         Ok(Self {
             config: config.clone(),
             renderer: ManuallyDrop::new(renderer),
