@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::session::{Session, SwitchCounts};
 use super::soak::SoakReport;
-use crate::render::stats::Percentiles;
+use crate::render::stats::{Percentiles, Stats};
+use crate::render::Renderer;
 
 #[derive(Serialize)]
 pub struct Device {
@@ -83,36 +84,51 @@ pub struct CompareSummary {
     pub psnr_y_right: Option<f64>,
 }
 
+fn stage_summaries(stats: &Stats) -> BTreeMap<String, StageSummary> {
+    stats
+        .stages()
+        .into_iter()
+        .map(|(k, p)| {
+            let summary = StageSummary {
+                p50_ms: p.p50_ms,
+                p95_ms: p.p95_ms,
+                p99_ms: p.p99_ms,
+            };
+            (k.to_string(), summary)
+        })
+        .collect()
+}
+
+/// The in-stream engine's per-layer timings, in execution order.
+fn layer_summaries(stats: &Stats) -> Vec<LayerSummary> {
+    stats
+        .stages_in_order()
+        .into_iter()
+        .filter(|(name, _)| crate::render::stats::is_layer(name))
+        .map(|(name, p)| LayerSummary {
+            name: name.to_string(),
+            p50_ms: p.p50_ms,
+            p99_ms: p.p99_ms,
+        })
+        .collect()
+}
+
+fn compare_summary(renderer: &Renderer) -> Option<CompareSummary> {
+    let side = renderer.compare_side()?;
+    let psnr = renderer.compare_psnr();
+    Some(CompareSummary {
+        right: side.name().into(),
+        divider: renderer.divider(),
+        frame: psnr.map(|p| p.frame),
+        psnr_y: psnr.map(|p| p.current_y),
+        psnr_y_right: psnr.and_then(|p| p.right_y),
+    })
+}
+
 impl Summary {
     pub fn new(session: &Session, patterns_used: Vec<String>) -> Self {
         let (gpu, renderer) = (&session.gpu, &*session.renderer);
         let sizes = renderer.sizes();
-        let stages = renderer
-            .stats
-            .stages()
-            .into_iter()
-            .map(|(k, p)| {
-                (
-                    k.to_string(),
-                    StageSummary {
-                        p50_ms: p.p50_ms,
-                        p95_ms: p.p95_ms,
-                        p99_ms: p.p99_ms,
-                    },
-                )
-            })
-            .collect();
-        let layers = renderer
-            .stats
-            .stages_in_order()
-            .into_iter()
-            .filter(|(name, _)| crate::render::stats::is_layer(name))
-            .map(|(name, p)| LayerSummary {
-                name: name.to_string(),
-                p50_ms: p.p50_ms,
-                p99_ms: p.p99_ms,
-            })
-            .collect();
         Self {
             frames: renderer.frame_number(),
             pattern: renderer.pattern().name().into(),
@@ -130,21 +146,12 @@ impl Summary {
             validation_enabled: gpu.instance.validation_enabled,
             frame_ms: renderer.stats.frame_ms(),
             cpu_ms: renderer.stats.cpu_ms(),
-            stages,
-            layers,
+            stages: stage_summaries(&renderer.stats),
+            layers: layer_summaries(&renderer.stats),
             host_copy_bytes: renderer.host_copy_bytes(),
             bus_bytes: renderer.bus_bytes(),
             pattern_note: renderer.describe(),
-            compare: renderer.compare_side().map(|side| {
-                let psnr = renderer.compare_psnr();
-                CompareSummary {
-                    right: side.name().into(),
-                    divider: renderer.divider(),
-                    frame: psnr.map(|p| p.frame),
-                    psnr_y: psnr.map(|p| p.current_y),
-                    psnr_y_right: psnr.and_then(|p| p.right_y),
-                }
-            }),
+            compare: compare_summary(renderer),
             switches: session.switches,
             notice: session.notice.clone(),
             soak: None,
