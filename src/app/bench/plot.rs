@@ -248,17 +248,7 @@ fn distributions(
         .iter()
         .map(|r| five_numbers(&r.frame_samples_ms))
         .collect();
-    let lo = stats
-        .iter()
-        .flatten()
-        .map(|s| s[0])
-        .fold(f64::INFINITY, f64::min);
-    let hi = stats.iter().flatten().map(|s| s[4]).fold(0.0, f64::max);
-    let (lo, hi) = if lo.is_finite() && lo > 0.0 {
-        (lo / 1.5, hi * 1.5)
-    } else {
-        (0.1, 10.0)
-    };
+    let (lo, hi) = log_range(&stats);
     let mut chart = ChartBuilder::on(area)
         .caption(
             format!("{}: frame time (ms, log)", g.title),
@@ -282,32 +272,51 @@ fn distributions(
         .y_desc("ms")
         .label_style(("sans-serif", 15))
         .draw()?;
-    let colour = STAGE_COLOURS[0];
     for (i, s) in stats.iter().enumerate() {
-        let Some([min, p25, p50, p75, max]) = *s else {
-            continue;
-        };
-        let x = i as f64;
-        let line = |x0: f64, x1: f64, y0: f64, y1: f64, width: u32| {
-            PathElement::new(vec![(x0, y0), (x1, y1)], BLACK.stroke_width(width))
-        };
-        chart.draw_series([line(x, x, min, p25, 1), line(x, x, p75, max, 1)])?;
-        chart.draw_series([Rectangle::new(
-            [(x - HALF_BAR * 0.7, p25), (x + HALF_BAR * 0.7, p75)],
-            colour.filled(),
-        )])?;
-        chart.draw_series([
-            line(x - HALF_BAR * 0.7, x + HALF_BAR * 0.7, p50, p50, 2),
-            line(x - HALF_BAR * 0.3, x + HALF_BAR * 0.3, min, min, 1),
-            line(x - HALF_BAR * 0.3, x + HALF_BAR * 0.3, max, max, 1),
-        ])?;
+        if let Some(five) = *s {
+            let (x, wide) = (i as f64, HALF_BAR * 0.7);
+            let body = [(x - wide, five[1]), (x + wide, five[3])];
+            chart.draw_series([Rectangle::new(body, STAGE_COLOURS[0].filled())])?;
+            chart.draw_series(box_lines(x, five))?;
+        }
     }
     Ok(())
 }
 
+/// The log axis range: the samples' extremes with half a step of margin; 0.1..10 ms when there
+/// are no positive samples.
+fn log_range(stats: &[Option<[f64; 5]>]) -> (f64, f64) {
+    let lo = stats
+        .iter()
+        .flatten()
+        .map(|s| s[0])
+        .fold(f64::INFINITY, f64::min);
+    let hi = stats.iter().flatten().map(|s| s[4]).fold(0.0, f64::max);
+    if lo.is_finite() && lo > 0.0 {
+        (lo / 1.5, hi * 1.5)
+    } else {
+        (0.1, 10.0)
+    }
+}
+
+/// The lines of one box at x: whiskers min..p25 and p75..max, a bold median, end caps.
+fn box_lines(x: f64, [min, p25, p50, p75, max]: [f64; 5]) -> [PathElement<(f64, f64)>; 5] {
+    let line = |x0: f64, x1: f64, y0: f64, y1: f64, width: u32| {
+        PathElement::new(vec![(x0, y0), (x1, y1)], BLACK.stroke_width(width))
+    };
+    let (wide, narrow) = (HALF_BAR * 0.7, HALF_BAR * 0.3);
+    [
+        line(x, x, min, p25, 1),
+        line(x, x, p75, max, 1),
+        line(x - wide, x + wide, p50, p50, 2),
+        line(x - narrow, x + narrow, min, min, 1),
+        line(x - narrow, x + narrow, max, max, 1),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
-    use super::five_numbers;
+    use super::{five_numbers, log_range};
 
     #[test]
     fn five_numbers_by_nearest_rank() {
@@ -315,5 +324,17 @@ mod tests {
         assert_eq!(five_numbers(&v), Some([1.0, 2.0, 4.0, 6.0, 8.0]));
         assert_eq!(five_numbers(&[]), None);
         assert_eq!(five_numbers(&[f64::NAN, 3.0]), Some([3.0; 5]));
+    }
+
+    #[test]
+    fn the_log_axis_spans_every_sample_with_margin() {
+        let stats = [
+            Some([2.0, 3.0, 4.0, 5.0, 60.0]),
+            None,
+            Some([1.5, 2.0, 2.0, 2.0, 9.0]),
+        ];
+        assert_eq!(log_range(&stats), (1.0, 90.0));
+        assert_eq!(log_range(&[None]), (0.1, 10.0));
+        assert_eq!(log_range(&[Some([0.0; 5])]), (0.1, 10.0));
     }
 }
