@@ -62,9 +62,19 @@ pub struct Image {
 impl Image {
     /// The whole image moving from one state to another (for `barrier::transition`).
     pub fn transition(&self, from: State, to: State) -> Transition {
+        self.transition_range(self.desc.range(), from, to)
+    }
+
+    /// Part of the image (some mip levels or layers) moving from one state to another.
+    pub fn transition_range(
+        &self,
+        range: vk::ImageSubresourceRange,
+        from: State,
+        to: State,
+    ) -> Transition {
         Transition {
             image: self.raw,
-            range: self.desc.range(),
+            range,
             from,
             to,
         }

@@ -3,7 +3,7 @@
 
 use ash::vk;
 
-use crate::gpu::barrier::{self, State, Transition};
+use crate::gpu::barrier;
 use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc};
 
 /// Uploads the texture layers into one mipmapped array image (load time only).
@@ -56,12 +56,7 @@ unsafe fn record_texture_upload(
     barrier::transition(
         device,
         cmd,
-        &[transition(
-            image,
-            desc.range(),
-            barrier::REUSE,
-            barrier::TRANSFER_DST,
-        )],
+        &[image.transition(barrier::REUSE, barrier::TRANSFER_DST)],
     );
     let copy = vk::BufferImageCopy::default()
         .image_subresource(mip_layers(&desc, 0))
@@ -79,8 +74,7 @@ unsafe fn record_texture_upload(
     );
     record_mip_chain(gpu, cmd, image);
     let last = desc.mip_levels - 1;
-    let mut done = vec![transition(
-        image,
+    let mut done = vec![image.transition_range(
         mip_range(&desc, last),
         barrier::TRANSFER_DST,
         barrier::SAMPLED,
@@ -88,12 +82,7 @@ unsafe fn record_texture_upload(
     if last > 0 {
         let mut below = mip_range(&desc, 0);
         below.level_count = last;
-        done.push(transition(
-            image,
-            below,
-            barrier::TRANSFER_SRC,
-            barrier::SAMPLED,
-        ));
+        done.push(image.transition_range(below, barrier::TRANSFER_SRC, barrier::SAMPLED));
     }
     barrier::transition(device, cmd, &done);
 }
@@ -109,8 +98,7 @@ unsafe fn record_mip_chain(gpu: &Gpu, cmd: vk::CommandBuffer, image: &Image) {
         barrier::transition(
             &gpu.device,
             cmd,
-            &[transition(
-                image,
+            &[image.transition_range(
                 mip_range(&desc, mip - 1),
                 barrier::TRANSFER_DST,
                 barrier::TRANSFER_SRC,
@@ -130,20 +118,6 @@ unsafe fn record_mip_chain(gpu: &Gpu, cmd: vk::CommandBuffer, image: &Image) {
             &[blit],
             vk::Filter::LINEAR,
         );
-    }
-}
-
-fn transition(
-    image: &Image,
-    range: vk::ImageSubresourceRange,
-    from: State,
-    to: State,
-) -> Transition {
-    Transition {
-        image: image.raw,
-        range,
-        from,
-        to,
     }
 }
 
