@@ -117,16 +117,41 @@ def layer(spec):
     return cin, cout, k, (spec[3] if len(spec) > 3 else 1), (spec[4] if len(spec) > 4 else 1)
 
 
-class UpscaleNet(torch.nn.Module):
+class PlainNet(torch.nn.Module):
+    """The exported graph of any `arch` as a torch module, for inference on weights read back
+    from an ONNX file (tools/reference/): plain convs in conv_sequence order, the long residual
+    of collapsible archs, the bilinear base."""
+
     def __init__(self, arch: str):
         super().__init__()
         self.arch = arch
-        self.layers = ARCHS[arch]
+        self.leaky = LEAKY.get(arch)
+        self.long_skip = arch in COLLAPSIBLE
         self.convs = torch.nn.ModuleList(
             torch.nn.Conv2d(cin, cout, k, padding=d * (k // 2), dilation=d, groups=g)
-            for cin, cout, k, d, g in map(layer, self.layers)
+            for cin, cout, k, d, g in map(layer, ARCHS[arch])
         )
-        self.leaky = LEAKY.get(arch)
+
+    def forward(self, x):
+        h, skip = x, None
+        sequence = conv_sequence(self.arch)
+        for i, c in enumerate(sequence):
+            if self.long_skip and i + 1 == len(sequence):
+                h = h + skip
+            h = self.convs[c](h)
+            if i + 1 < len(sequence):
+                h = F.relu(h) if self.leaky is None else F.leaky_relu(h, self.leaky)
+            if i == 0:
+                skip = h
+        base = F.interpolate(x, scale_factor=SCALE, mode="bilinear", align_corners=False)
+        return base + F.pixel_shuffle(h, SCALE)
+
+
+class UpscaleNet(PlainNet):
+    """The training module of a plain arch: PlainNet with the initialisation training wants."""
+
+    def __init__(self, arch: str):
+        super().__init__(arch)
         if self.leaky is not None:
             for conv in self.convs:
                 torch.nn.init.kaiming_normal_(conv.weight, a=self.leaky, nonlinearity="leaky_relu")
@@ -139,22 +164,10 @@ class UpscaleNet(torch.nn.Module):
             last.weight.mul_(0.1)
             last.bias.zero_()
 
-    def forward(self, x):
-        h = x
-        for i, conv in enumerate(self.convs):
-            h = conv(h)
-            if i + 1 < len(self.convs):
-                h = F.relu(h) if self.leaky is None else F.leaky_relu(h, self.leaky)
-        base = F.interpolate(x, scale_factor=SCALE, mode="bilinear", align_corners=False)
-        return base + F.pixel_shuffle(h, SCALE)
-
-
     def export_convs(self):
         """(weight, bias, dilation) of every conv of the exported graph, as float32 arrays."""
         return [(c.weight.detach().cpu().numpy().astype(np.float32),
                  c.bias.detach().cpu().numpy().astype(np.float32), c.dilation[0]) for c in self.convs]
-
-    long_skip = False
 
 
 class CollapsibleNet(torch.nn.Module):
@@ -234,36 +247,6 @@ class CollapsibleNet(torch.nn.Module):
             w, b = exact.collapsed(i)
             out.append((w.numpy().astype(np.float32), b.numpy().astype(np.float32), 1))
         return out
-
-
-class PlainNet(torch.nn.Module):
-    """The exported graph of any `arch` as a torch module, for inference on weights read back
-    from an ONNX file (tools/reference/): plain convs in conv_sequence order, the long residual
-    of collapsible archs, the bilinear base."""
-
-    def __init__(self, arch: str):
-        super().__init__()
-        self.arch = arch
-        self.leaky = LEAKY.get(arch)
-        self.long_skip = arch in COLLAPSIBLE
-        self.convs = torch.nn.ModuleList(
-            torch.nn.Conv2d(cin, cout, k, padding=d * (k // 2), dilation=d, groups=g)
-            for cin, cout, k, d, g in map(layer, ARCHS[arch])
-        )
-
-    def forward(self, x):
-        h, skip = x, None
-        sequence = conv_sequence(self.arch)
-        for i, c in enumerate(sequence):
-            if self.long_skip and i + 1 == len(sequence):
-                h = h + skip
-            h = self.convs[c](h)
-            if i + 1 < len(sequence):
-                h = F.relu(h) if self.leaky is None else F.leaky_relu(h, self.leaky)
-            if i == 0:
-                skip = h
-        base = F.interpolate(x, scale_factor=SCALE, mode="bilinear", align_corners=False)
-        return base + F.pixel_shuffle(h, SCALE)
 
 
 def build(arch: str) -> torch.nn.Module:
