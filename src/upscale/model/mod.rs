@@ -8,6 +8,7 @@ mod info;
 mod inspect;
 mod memory;
 mod runtime;
+mod session;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ pub use runtime::{
     check_runtime_path, init_runtime, locate_runtime, locate_runtime_in, RuntimeInfo,
     RuntimeLocation, RuntimeSource, DEPS_DIR, RUNTIME_ENV_VAR, RUNTIME_FILE_NAME,
 };
+use session::{invalid_model, provider_unavailable, session_builder};
 
 const CUDA_PROVIDER: &str = "CUDAExecutionProvider";
 /// Probe size for models whose output shape is only known after a run.
@@ -191,56 +193,23 @@ impl OrtModel {
             return Err(ModelError::NotFound(path.to_path_buf()));
         }
         let (env, rt) = runtime::environment()?;
-        // ORT's messages may end in a newline; the advice follows after a semicolon.
-        let invalid = |reason: String| ModelError::Invalid {
-            path: path.to_path_buf(),
-            reason: reason.trim_end().to_string(),
-        };
-        let unavailable = |reason: String| ModelError::ProviderUnavailable {
-            model: path.to_path_buf(),
-            provider: ep.ort_name().to_string(),
-            available: rt.providers.clone(),
-            reason,
-        };
         if !rt.providers.iter().any(|p| p == ep.ort_name()) {
-            return Err(unavailable(format!(
-                "the ONNX Runtime library at {} was built without it",
-                rt.path.display()
-            )));
+            return Err(provider_unavailable(
+                path,
+                ep,
+                rt,
+                format!(
+                    "the ONNX Runtime library at {} was built without it",
+                    rt.path.display()
+                ),
+            ));
         }
-
         let threads = intra_threads
             .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
             .unwrap_or(1);
-        // `ort::Error<SessionBuilder>` is not Send, so errors become strings right away.
-        let mut builder = Session::builder(env)
-            .map_err(|e| invalid(e.to_string()))?
-            .with_intra_threads(threads)
-            .map_err(|e| invalid(e.to_string()))?
-            // Spinning workers would keep CPU cores busy between frames, starving the renderer.
-            .with_intra_op_spinning(false)
-            .map_err(|e| invalid(e.to_string()))?;
-        if ep == ExecutionProvider::Cuda {
-            // TF32 off: the CUDA path must match the CPU path to 1/255 (and the pattern tests
-            // compare them); TF32 convolutions differ from fp32 by up to ~1e-3 relative.
-            let mut cuda_ep = ort::ep::CUDA::default().with_tf32(false);
-            if let Some(target) = cuda {
-                // SAFETY: the caller keeps the stream alive as long as the model (see
-                // `load_on_cuda_stream`).
-                cuda_ep = unsafe {
-                    cuda_ep
-                        .with_device_id(target.device_id)
-                        .with_compute_stream(target.stream as *mut ())
-                };
-            }
-            // Without error_on_failure ORT would silently fall back to the CPU.
-            builder = builder
-                .with_execution_providers([cuda_ep.build().error_on_failure()])
-                .map_err(|e| unavailable(format!("registering it failed: {e}")))?;
-        }
-        let mut session = builder
+        let mut session = session_builder(env, rt, path, ep, threads, cuda)?
             .commit_from_file(path)
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(|e| invalid_model(path, e.to_string()))?;
 
         let info = inspect(path, &mut session)?;
         tracing::info!(
