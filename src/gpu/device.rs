@@ -96,6 +96,19 @@ impl Gpu {
             surface.is_some(),
             &info,
         )?;
+        let gpu = Self::with_device(instance, physical, queue_family, info, device)?;
+        Ok((gpu, surface))
+    }
+
+    /// The rest of the context around a created `device`: its queue, the memory allocator and
+    /// the loaders of the device extensions `info` says it has.
+    fn with_device(
+        instance: Instance,
+        physical: vk::PhysicalDevice,
+        queue_family: u32,
+        info: DeviceInfo,
+        device: ash::Device,
+    ) -> Result<Self> {
         let queue = unsafe { device.get_device_queue(queue_family, 0) };
         let allocator = Allocator::new(&AllocatorCreateDesc {
             instance: instance.raw.clone(),
@@ -126,7 +139,7 @@ impl Gpu {
             info.driver,
             info.api_version
         );
-        let gpu = Self {
+        Ok(Self {
             instance,
             physical,
             device,
@@ -139,8 +152,7 @@ impl Gpu {
             external_semaphore_fd,
             debug,
             allocator: Some(Arc::new(Mutex::new(allocator))),
-        };
-        Ok((gpu, surface))
+        })
     }
 
     pub fn allocator(&self) -> std::sync::MutexGuard<'_, Allocator> {

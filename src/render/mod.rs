@@ -114,6 +114,52 @@ impl Sizes {
     }
 }
 
+/// The upscaled image at output size: written by the upscalers (storage or transfer), sampled
+/// by the composite and copied by captures.
+fn output_image(gpu: &Gpu, size: vk::Extent2D) -> gpu::Result<Image> {
+    Image::new(
+        gpu,
+        "upscaled output",
+        ImageDesc::new_2d(
+            size,
+            scene::COLOR_FORMAT,
+            vk::ImageUsageFlags::STORAGE
+                | vk::ImageUsageFlags::SAMPLED
+                | vk::ImageUsageFlags::TRANSFER_DST
+                | vk::ImageUsageFlags::TRANSFER_SRC,
+        ),
+    )
+}
+
+/// The overlay's renderer (dynamic rendering into `target_format`) and the command pool its
+/// texture uploads are recorded from.
+fn egui_renderer(
+    gpu: &Gpu,
+    target_format: vk::Format,
+) -> anyhow::Result<(egui_ash_renderer::Renderer<GpuAllocator>, vk::CommandPool)> {
+    let egui = egui_ash_renderer::Renderer::with_gpu_allocator(
+        gpu.allocator.clone().unwrap(),
+        gpu.device.clone(),
+        egui_ash_renderer::RenderMode::DynamicRendering(egui_ash_renderer::DynamicRendering {
+            color_attachment_format: target_format,
+            depth_attachment_format: None,
+            stencil_attachment_format: None,
+        }),
+        egui_ash_renderer::Options {
+            in_flight_frames: FRAMES_IN_FLIGHT,
+            srgb_framebuffer: gpu::swapchain::is_srgb(target_format),
+            ..Default::default()
+        },
+    )
+    .context("creating the egui renderer")?;
+    let pool_info = vk::CommandPoolCreateInfo::default()
+        .queue_family_index(gpu.queue_family)
+        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+    let egui_pool = unsafe { gpu.device.create_command_pool(&pool_info, None)? };
+    gpu.name(egui_pool, "egui texture uploads");
+    Ok((egui, egui_pool))
+}
+
 /// log2(render / output): the mip LOD bias that samples textures at the output size's detail.
 pub fn upscale_mip_bias(render_width: u32, output_width: u32) -> f32 {
     (render_width as f32 / output_width as f32).log2()
@@ -134,41 +180,11 @@ impl Renderer {
             .collect::<gpu::Result<Vec<_>>>()?;
         let scene = ScenePass::new(gpu, world, textures, sizes.msaa, sizes.upscale_mip_bias())?;
         let targets = scene.upscale_targets(gpu, sizes.render)?;
-        let output = Image::new(
-            gpu,
-            "upscaled output",
-            ImageDesc::new_2d(
-                sizes.output,
-                scene::COLOR_FORMAT,
-                vk::ImageUsageFlags::STORAGE
-                    | vk::ImageUsageFlags::SAMPLED
-                    | vk::ImageUsageFlags::TRANSFER_DST
-                    | vk::ImageUsageFlags::TRANSFER_SRC,
-            ),
-        )?;
+        let output = output_image(gpu, sizes.output)?;
         let composite = CompositePass::new(gpu, target_format)?;
         let upscaler = upscale::create(gpu, pattern, &ml, &targets.color, &output)?;
         let timeline = frame::timeline_semaphore(gpu, "frame timeline")?;
-        let egui = egui_ash_renderer::Renderer::with_gpu_allocator(
-            gpu.allocator.clone().unwrap(),
-            gpu.device.clone(),
-            egui_ash_renderer::RenderMode::DynamicRendering(egui_ash_renderer::DynamicRendering {
-                color_attachment_format: target_format,
-                depth_attachment_format: None,
-                stencil_attachment_format: None,
-            }),
-            egui_ash_renderer::Options {
-                in_flight_frames: FRAMES_IN_FLIGHT,
-                srgb_framebuffer: gpu::swapchain::is_srgb(target_format),
-                ..Default::default()
-            },
-        )
-        .context("creating the egui renderer")?;
-        let pool_info = vk::CommandPoolCreateInfo::default()
-            .queue_family_index(gpu.queue_family)
-            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
-        let egui_pool = unsafe { gpu.device.create_command_pool(&pool_info, None)? };
-        gpu.name(egui_pool, "egui texture uploads");
+        let (egui, egui_pool) = egui_renderer(gpu, target_format)?;
         Ok(Self {
             frames,
             slot_frame: [None; FRAMES_IN_FLIGHT],

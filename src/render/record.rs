@@ -190,8 +190,42 @@ impl Renderer {
         ui: Option<&UiFrame>,
     ) -> anyhow::Result<()> {
         let device = &gpu.device;
+        self.record_composite(gpu, slot, cmd, world, target)?;
+        self.record_captures(device, cmd, target);
+        let span = self.frames[slot].timestamps.begin(gpu, cmd, "ui");
+        if let Some(ui) = ui {
+            self.record_ui(gpu, cmd, target, ui)?;
+        }
+        self.frames[slot].timestamps.end(gpu, cmd, span);
+        barrier::transition(
+            device,
+            cmd,
+            &[Transition {
+                image: target.image,
+                range: barrier::color_range(),
+                from: barrier::COLOR_WRITE,
+                to: target.final_state,
+            }],
+        );
+        device.end_command_buffer(cmd)?;
+        Ok(())
+    }
+
+    /// The compare view's work (when on), then the upscaled output (or the compare view's split)
+    /// composited onto the target, which ends in COLOR_WRITE.
+    ///
+    /// # Safety
+    /// As [`Renderer::record_tail`].
+    unsafe fn record_composite(
+        &mut self,
+        gpu: &Gpu,
+        slot: usize,
+        cmd: vk::CommandBuffer,
+        world: &World,
+        target: &Target,
+    ) -> anyhow::Result<()> {
+        let device = &gpu.device;
         let timestamps = &mut self.frames[slot].timestamps;
-        let target_range = barrier::color_range();
         let mut output_state = barrier::UPSCALE_WRITE;
         if let Some(compare) = &mut self.compare {
             let span = timestamps.begin(gpu, cmd, "compare");
@@ -220,7 +254,7 @@ impl Renderer {
                 },
                 Transition {
                     image: target.image,
-                    range: target_range,
+                    range: barrier::color_range(),
                     from: target.initial,
                     to: barrier::COLOR_WRITE,
                 },
@@ -233,23 +267,6 @@ impl Renderer {
         self.composite
             .record(gpu, cmd, &self.output, split, target.view, target.extent);
         timestamps.end(gpu, cmd, span);
-        self.record_captures(device, cmd, target);
-        let span = self.frames[slot].timestamps.begin(gpu, cmd, "ui");
-        if let Some(ui) = ui {
-            self.record_ui(gpu, cmd, target, ui)?;
-        }
-        self.frames[slot].timestamps.end(gpu, cmd, span);
-        barrier::transition(
-            device,
-            cmd,
-            &[Transition {
-                image: target.image,
-                range: target_range,
-                from: barrier::COLOR_WRITE,
-                to: target.final_state,
-            }],
-        );
-        device.end_command_buffer(cmd)?;
         Ok(())
     }
 

@@ -199,7 +199,6 @@ impl CudaDomain {
         let stream = ctx.new_stream().map_err(cuda("creating the CUDA stream"))?;
         let in_shape = [1, 3, render.height as usize, render.width as usize];
         let out_shape = [1, 3, output.height as usize, output.width as usize];
-        let bytes = |shape: [usize; 4]| (shape.iter().product::<usize>() * 4) as u64;
         let semaphore = ExportTimeline::new(gpu, "shared cuda timeline")?;
         let imported = match import_semaphore(&semaphore, gpu) {
             Ok(s) => s,
@@ -228,43 +227,53 @@ impl CudaDomain {
             label: String::new(),
         };
         // From here on `destroy` releases whatever was made, so failures just return.
-        let built = (|| -> anyhow::Result<()> {
-            domain.input = Some(SharedTensor::new(
-                gpu,
-                "cuda input tensor",
-                bytes(in_shape),
-            )?);
-            domain.output = Some(SharedTensor::new(
-                gpu,
-                "cuda output tensor",
-                bytes(out_shape),
-            )?);
-            for t in &mut domain.timing {
-                t.start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
-                    .map_err(cuda("creating a CUDA event"))?;
-                t.end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
-                    .map_err(cuda("creating a CUDA event"))?;
-            }
-            let target = CudaTarget {
-                device_id: ordinal,
-                stream: domain.stream.cu_stream() as usize,
-            };
-            // SAFETY: the stream is owned by this domain and dropped after the model.
-            let (model, info) = unsafe { OrtModel::load_on_cuda_stream(&ml.model, target)? };
-            OrtModel::check_sizes(
-                &info,
-                (render.width, render.height),
-                (output.width, output.height),
-            )?;
-            domain.model = Some(model);
-            Ok(())
-        })();
-        if let Err(e) = built {
+        if let Err(e) = domain.build(gpu, ml, ordinal, render, output) {
             Box::new(domain).destroy(gpu);
             return Err(e);
         }
         domain.label = format!("cuda (CUDA device {ordinal}, the same GPU by UUID)");
         Ok(domain)
+    }
+
+    /// The tensors, the timing events and the model on this domain's stream.
+    fn build(
+        &mut self,
+        gpu: &Gpu,
+        ml: &MlSettings,
+        ordinal: i32,
+        render: vk::Extent2D,
+        output: vk::Extent2D,
+    ) -> anyhow::Result<()> {
+        let bytes = |shape: [usize; 4]| (shape.iter().product::<usize>() * 4) as u64;
+        self.input = Some(SharedTensor::new(
+            gpu,
+            "cuda input tensor",
+            bytes(self.in_shape),
+        )?);
+        self.output = Some(SharedTensor::new(
+            gpu,
+            "cuda output tensor",
+            bytes(self.out_shape),
+        )?);
+        for t in &mut self.timing {
+            t.start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(cuda("creating a CUDA event"))?;
+            t.end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(cuda("creating a CUDA event"))?;
+        }
+        let target = CudaTarget {
+            device_id: ordinal,
+            stream: self.stream.cu_stream() as usize,
+        };
+        // SAFETY: the stream is owned by this domain and dropped after the model.
+        let (model, info) = unsafe { OrtModel::load_on_cuda_stream(&ml.model, target)? };
+        OrtModel::check_sizes(
+            &info,
+            (render.width, render.height),
+            (output.width, output.height),
+        )?;
+        self.model = Some(model);
+        Ok(())
     }
 
     /// Queues the wait for A, the run and the signal for B; Err when the run could not be
