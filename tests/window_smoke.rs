@@ -2,14 +2,15 @@
 //! cpu-roundtrip), takes a screenshot, survives 20 pattern toggles in one second, a walk through
 //! the model list with M (bad models among them: refused, the game goes on), a resize storm and
 //! an unmap/map (what a window manager does on minimise), closes on Escape, and reports 0
-//! validation errors.
+//! validation errors. A second game has its window destroyed from outside and must end cleanly.
 //!
 //! Needs Xvfb, xdotool and imagemagick (`make setup` installs them); fails loudly without them.
 
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -25,7 +26,12 @@ impl Drop for Xvfb {
     }
 }
 
+/// Held while a test picks a display number and waits for its server, so that tests running in
+/// parallel never pick the same one.
+static XVFB_START: Mutex<()> = Mutex::new(());
+
 fn start_xvfb() -> Xvfb {
+    let _picking = XVFB_START.lock().unwrap_or_else(|e| e.into_inner());
     let n = (90..200)
         .find(|n| {
             !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
@@ -67,33 +73,80 @@ fn xdotool(display: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-#[test]
-fn windowed_game_toggles_resizes_and_stays_validation_clean() {
-    let xvfb = start_xvfb();
-    let display = xvfb.1.clone();
-    let dir = common::out_dir("window_smoke");
+/// The game in a 640x360 window on `display` with a small render size, writing summary.json
+/// and its output (game.log) into `dir`; returns once its window is up and has run for 3 s.
+fn start_game(dir: &Path, display: &str) -> (Child, String) {
     let config = dir.join("smoke.toml");
     std::fs::write(
         &config,
         "[window]\nwidth = 640\nheight = 360\nvsync = false\n[render]\noutput_width = 320\noutput_height = 180\n",
     )
     .unwrap();
-    let summary = dir.join("summary.json");
-    let mut game = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+    let log = std::fs::File::create(dir.join("game.log")).unwrap();
+    let game = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
         .arg("--config")
         .arg(&config)
         .arg("--summary")
-        .arg(&summary)
+        .arg(dir.join("summary.json"))
         .args(["--exit-after-frames", "100000"])
-        .current_dir(&dir)
-        .env("DISPLAY", &display)
+        .current_dir(dir)
+        .env("DISPLAY", display)
         .env_remove("WAYLAND_DISPLAY")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
         .spawn()
         .unwrap();
-
-    let window = xdotool(&display, &["search", "--sync", "--name", "upscale-demo"]);
+    let window = xdotool(display, &["search", "--sync", "--name", "upscale-demo"]);
     let window = window.lines().next().unwrap().to_string();
     sleep(Duration::from_secs(3));
+    (game, window)
+}
+
+/// Waits up to 60 s for the game to exit (`why`: what should have ended it).
+fn wait_exit(game: &mut Child, why: &str) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = game.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = game.kill();
+            panic!("the game did not exit {why} within 60 s");
+        }
+        sleep(Duration::from_millis(100));
+    }
+}
+
+/// A window destroyed from outside (as `xkill` or a crashing window manager may do) ends the
+/// game cleanly: exit status 0, the summary written, 0 validation errors. It used to panic in
+/// winit's size query on the dead window.
+#[test]
+fn a_window_destroyed_from_outside_ends_the_game_cleanly() {
+    let xvfb = start_xvfb();
+    let display = xvfb.1.clone();
+    let dir = common::out_dir("window_destroyed");
+    let (mut game, window) = start_game(&dir, &display);
+    xdotool(&display, &["windowclose", &window]);
+    let status = wait_exit(&mut game, "after its window was destroyed");
+    let log = std::fs::read_to_string(dir.join("game.log")).unwrap();
+    assert!(status.success(), "the game exited with {status}:\n{log}");
+    assert!(
+        log.contains("destroyed"),
+        "the log says why the game ended:\n{log}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(json["validation_errors"], 0, "{log}");
+    assert_eq!(json["validation_enabled"], common::expect_validation());
+}
+
+#[test]
+fn windowed_game_toggles_resizes_and_stays_validation_clean() {
+    let xvfb = start_xvfb();
+    let display = xvfb.1.clone();
+    let dir = common::out_dir("window_smoke");
+    let summary = dir.join("summary.json");
+    let (mut game, window) = start_game(&dir, &display);
     xdotool(&display, &["windowfocus", "--sync", &window]);
     for key in ["F1", "F1", "p", "F12"] {
         xdotool(&display, &["key", key]);
@@ -150,17 +203,7 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
     xdotool(&display, &["windowfocus", "--sync", &window]);
     xdotool(&display, &["key", "Escape"]);
 
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = game.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = game.kill();
-            panic!("the game did not exit on Escape within 60 s");
-        }
-        sleep(Duration::from_millis(100));
-    };
+    let status = wait_exit(&mut game, "on Escape");
     assert!(status.success(), "the game exited with {status}");
 
     let json: serde_json::Value =

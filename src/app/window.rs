@@ -39,6 +39,7 @@ pub fn run(config: Config, args: WindowArgs) -> anyhow::Result<()> {
         args,
         running: None,
         error: None,
+        destroyed: false,
     };
     event_loop.run_app(&mut app)?;
     match app.error {
@@ -52,6 +53,9 @@ struct App {
     args: WindowArgs,
     running: Option<Running>,
     error: Option<anyhow::Error>,
+    /// The window was destroyed from outside (not closed through a close request): nothing may
+    /// touch it any more (winit's size queries on it panic).
+    destroyed: bool,
 }
 
 /// Field order is drop order: the session (surface, swapchain, GPU) before the window.
@@ -88,6 +92,15 @@ impl ApplicationHandler for App {
     }
 
     fn window_event(&mut self, event_loop: &ActiveEventLoop, _id: WindowId, event: WindowEvent) {
+        if self.destroyed {
+            return;
+        }
+        if event == WindowEvent::Destroyed {
+            tracing::warn!("the window was destroyed from outside; exiting");
+            self.destroyed = true;
+            event_loop.exit();
+            return;
+        }
         let Some(r) = &mut self.running else { return };
         let consumed = r.egui_state.on_window_event(&r.window, &event).consumed;
         match event {
@@ -111,6 +124,12 @@ impl ApplicationHandler for App {
             }
             WindowEvent::CursorMoved { position, .. } => r.cursor_moved(position.x, position.y),
             WindowEvent::RedrawRequested => match r.frame(&self.args) {
+                // The window went away before its Destroyed event arrived.
+                Err(e) if surface_lost(&e) => {
+                    tracing::warn!("the window's surface was lost (window destroyed?); exiting");
+                    self.destroyed = true;
+                    event_loop.exit();
+                }
                 Err(e) => {
                     self.error = Some(e);
                     event_loop.exit();
@@ -130,7 +149,7 @@ impl ApplicationHandler for App {
     }
 
     fn about_to_wait(&mut self, _event_loop: &ActiveEventLoop) {
-        if let Some(r) = &self.running {
+        if let Some(r) = self.running.as_ref().filter(|_| !self.destroyed) {
             r.window.request_redraw();
         }
     }
@@ -153,6 +172,16 @@ impl ApplicationHandler for App {
             r.session.gpu.validation_errors()
         );
     }
+}
+
+/// Whether a frame failed because the window's surface is gone (the window was destroyed).
+fn surface_lost(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<crate::gpu::Error>(),
+            Some(crate::gpu::Error::Vk(vk::Result::ERROR_SURFACE_LOST_KHR))
+        )
+    })
 }
 
 impl Running {
