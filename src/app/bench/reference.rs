@@ -5,6 +5,7 @@
 //! "input": "960x540", "dtype": "fp32" | "fp16", "median_ms": .., "p10_ms": .., "p90_ms": ..}]}`.
 //! Unknown keys are ignored, so the tool may add more.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::Context as _;
@@ -75,7 +76,9 @@ pub fn load(path: &Path) -> anyhow::Result<ReferenceFile> {
 }
 
 /// Pairs every reference entry with the in-stream run of the same model stem and render size.
+/// Each model file is read once for its architecture, however many entries name it.
 pub fn compare(path: &Path, file: &ReferenceFile, runs: &[RunReport]) -> ReferenceReport {
+    let mut archs: HashMap<&str, Option<String>> = HashMap::new();
     let rows = file
         .entries
         .iter()
@@ -86,9 +89,14 @@ pub fn compare(path: &Path, file: &ReferenceFile, runs: &[RunReport]) -> Referen
                     && r.resolution.render_label() == entry.input
             });
             let arch_mismatch = run.and_then(|r| {
+                let model = r.model_path.as_deref()?;
+                let model_arch = archs
+                    .entry(model)
+                    .or_insert_with(|| model_arch(Path::new(model)));
                 arch_mismatch(
                     entry.arch.as_deref(),
-                    r.model_path.as_deref().map(Path::new),
+                    Path::new(model),
+                    model_arch.as_deref(),
                 )
             });
             ReferenceRow {
@@ -110,13 +118,21 @@ pub fn compare(path: &Path, file: &ReferenceFile, runs: &[RunReport]) -> Referen
     }
 }
 
-/// `Some(reason)` when the reference entry names an architecture and the model file's
-/// `upscale.arch` metadata is a different one: timings of two different networks must not be
-/// set side by side. Files without the metadata (or unreadable ones) are not judged.
-fn arch_mismatch(entry_arch: Option<&str>, model: Option<&Path>) -> Option<String> {
-    let (entry_arch, model) = (entry_arch?, model?);
+/// The model file's `upscale.arch` metadata (None without it, or for an unreadable file).
+fn model_arch(model: &Path) -> Option<String> {
     let graph = crate::infer::graph::Graph::load(model).ok()?;
-    let model_arch = graph.metadata.get("upscale.arch")?;
+    graph.metadata.get("upscale.arch").cloned()
+}
+
+/// `Some(reason)` when the reference entry names an architecture and the model file's
+/// (`model_arch`, from [`model_arch`]) is a different one: timings of two different networks
+/// must not be set side by side. Files without the metadata (or unreadable ones) are not judged.
+fn arch_mismatch(
+    entry_arch: Option<&str>,
+    model: &Path,
+    model_arch: Option<&str>,
+) -> Option<String> {
+    let (entry_arch, model_arch) = (entry_arch?, model_arch?);
     (model_arch != entry_arch).then(|| {
         format!(
             "the reference timed arch {entry_arch}, {} is arch {model_arch}: re-run \
@@ -134,15 +150,23 @@ mod tests {
     fn an_entry_for_another_architecture_is_not_compared() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let fast = root.join("models/fast_x2.onnx");
-        assert_eq!(arch_mismatch(Some("fast"), Some(&fast)), None);
-        assert_eq!(arch_mismatch(None, Some(&fast)), None);
-        let why = arch_mismatch(Some("quality"), Some(&fast)).expect("fast_x2 is arch fast");
+        let fast_arch = model_arch(&fast);
+        assert_eq!(fast_arch.as_deref(), Some("fast"));
+        assert_eq!(
+            arch_mismatch(Some("fast"), &fast, fast_arch.as_deref()),
+            None
+        );
+        assert_eq!(arch_mismatch(None, &fast, fast_arch.as_deref()), None);
+        let why = arch_mismatch(Some("quality"), &fast, fast_arch.as_deref())
+            .expect("fast_x2 is arch fast");
         assert!(
             why.contains("arch quality") && why.contains("arch fast"),
             "{why}"
         );
+        let none = root.join("models/none.onnx");
+        assert_eq!(model_arch(&none), None);
         assert_eq!(
-            arch_mismatch(Some("fast"), Some(&root.join("models/none.onnx"))),
+            arch_mismatch(Some("fast"), &none, model_arch(&none).as_deref()),
             None
         );
     }
