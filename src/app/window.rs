@@ -174,6 +174,18 @@ impl ApplicationHandler for App {
     }
 }
 
+/// A host-readable buffer for one RGBA8 copy of a swapchain image of `extent`.
+fn screenshot_buffer(gpu: &crate::gpu::Gpu, extent: vk::Extent2D) -> crate::gpu::Result<Buffer> {
+    let size = extent.width as u64 * extent.height as u64 * 4;
+    Buffer::new(
+        gpu,
+        "screenshot",
+        size,
+        vk::BufferUsageFlags::TRANSFER_DST,
+        MemoryLocation::GpuToCpu,
+    )
+}
+
 /// Whether a frame failed because the window's surface is gone (the window was destroyed).
 fn surface_lost(e: &anyhow::Error) -> bool {
     e.chain().any(|cause| {
@@ -345,15 +357,9 @@ impl Running {
             .swapchain
             .as_ref()
             .expect("swapchain exists between recreations");
+        // A user action (F12), not the hot path: the readback buffer lives for this frame only.
         let shot = if self.screenshot {
-            let size = swapchain.extent.width as u64 * swapchain.extent.height as u64 * 4;
-            Some(Buffer::new(
-                &s.gpu,
-                "screenshot",
-                size,
-                vk::BufferUsageFlags::TRANSFER_DST,
-                MemoryLocation::GpuToCpu,
-            )?)
+            Some(screenshot_buffer(&s.gpu, swapchain.extent)?)
         } else {
             None
         };

@@ -117,6 +117,7 @@ pub const PRESENT: State = state(
 );
 
 /// One image (or a mip/layer range of it) moving between two states.
+#[derive(Clone, Copy, Debug)]
 pub struct Transition {
     pub image: vk::Image,
     pub range: vk::ImageSubresourceRange,

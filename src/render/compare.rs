@@ -168,6 +168,34 @@ impl Compare {
         if let CompareSide::Pattern(pattern) = side {
             Self::build_right(gpu, pattern, ml, input, output, parts)?;
         }
+        let groups = Self::build_psnr(gpu, output, parts)?;
+        let p = std::mem::take(parts);
+        let right = match (p.image, p.upscaler) {
+            (Some(image), Some(upscaler)) => Some(RightUpscaler {
+                image,
+                upscaler,
+                timestamps: p.timestamps,
+            }),
+            _ => None,
+        };
+        Ok(Self {
+            side,
+            native: p.native.expect("built above"),
+            right,
+            psnr: p.psnr.expect("built above"),
+            nearest: p.nearest.expect("built above"),
+            partials: p.partials,
+            recorded: [None; FRAMES_IN_FLIGHT],
+            groups,
+            pixels: output.width as f64 * output.height as f64,
+            scratch: Vec::with_capacity(64),
+            last: None,
+        })
+    }
+
+    /// The live-PSNR pass: its pipeline, the nearest sampler and one per-tile partial-sums
+    /// buffer per frame slot, into `parts`. Returns the pass's work-group counts.
+    fn build_psnr(gpu: &Gpu, output: vk::Extent2D, parts: &mut Parts) -> anyhow::Result<[u32; 2]> {
         parts.psnr = Some(pipeline::compute(
             gpu,
             "compare psnr",
@@ -198,28 +226,7 @@ impl Compare {
                 MemoryLocation::GpuToCpu,
             )?);
         }
-        let p = std::mem::take(parts);
-        let right = match (p.image, p.upscaler) {
-            (Some(image), Some(upscaler)) => Some(RightUpscaler {
-                image,
-                upscaler,
-                timestamps: p.timestamps,
-            }),
-            _ => None,
-        };
-        Ok(Self {
-            side,
-            native: p.native.expect("built above"),
-            right,
-            psnr: p.psnr.expect("built above"),
-            nearest: p.nearest.expect("built above"),
-            partials: p.partials,
-            recorded: [None; FRAMES_IN_FLIGHT],
-            groups,
-            pixels: output.width as f64 * output.height as f64,
-            scratch: Vec::with_capacity(64),
-            last: None,
-        })
+        Ok(groups)
     }
 
     /// The right side's own upscaler (`pattern`, same model) writing its own output image, and
@@ -347,6 +354,22 @@ impl Compare {
             count = 2;
         }
         barrier::transition(device, cmd, &reads[..count]);
+        self.record_psnr(gpu, cmd, slot, output);
+        if let Some(r) = &self.right {
+            let sampled = r.image.transition(PSNR_READ, barrier::SAMPLED);
+            barrier::transition(device, cmd, &[sampled]);
+        }
+        self.recorded[slot] = Some(frame);
+        Ok(PSNR_READ)
+    }
+
+    /// The PSNR pass over the left (`output`) and right images against native, into the slot's
+    /// partial sums, made visible to the host.
+    ///
+    /// # Safety
+    /// As [`Compare::record`]; the images are in `PSNR_READ`.
+    unsafe fn record_psnr(&self, gpu: &Gpu, cmd: vk::CommandBuffer, slot: usize, output: &Image) {
+        let device = &gpu.device;
         device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.psnr.raw);
         let right_view = self.right.as_ref().map_or(output.view, |r| r.image.view);
         pipeline::push_descriptors(
@@ -375,12 +398,6 @@ impl Compare {
             ),
             (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
         );
-        if let Some(r) = &self.right {
-            let sampled = r.image.transition(PSNR_READ, barrier::SAMPLED);
-            barrier::transition(device, cmd, &[sampled]);
-        }
-        self.recorded[slot] = Some(frame);
-        Ok(PSNR_READ)
     }
 
     pub fn destroy(self, gpu: &Gpu) {

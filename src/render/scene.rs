@@ -227,33 +227,24 @@ impl ScenePass {
         let device = &gpu.device;
         debug_assert_eq!(targets.samples(), self.samples, "targets of another pass");
         let extent = targets.color.extent();
-        let mut transitions = vec![
-            targets
-                .color
-                .transition(barrier::REUSE, barrier::COLOR_WRITE),
-            targets
-                .depth
-                .transition(barrier::DEPTH_REUSE, barrier::DEPTH_WRITE),
-        ];
+        let color_write = targets
+            .color
+            .transition(barrier::REUSE, barrier::COLOR_WRITE);
+        let depth_write = targets
+            .depth
+            .transition(barrier::DEPTH_REUSE, barrier::DEPTH_WRITE);
+        // A fixed array, no per-frame allocation: the multisampled attachment is the third.
+        let mut transitions = [color_write, depth_write, color_write];
+        let mut count = 2;
         if let Some(ms) = &targets.multisampled {
-            transitions.push(
-                ms.color
-                    .transition(barrier::ATTACHMENT_REUSE, barrier::COLOR_WRITE),
-            );
+            transitions[2] = ms
+                .color
+                .transition(barrier::ATTACHMENT_REUSE, barrier::COLOR_WRITE);
+            count = 3;
         }
-        barrier::transition(device, cmd, &transitions);
+        barrier::transition(device, cmd, &transitions[..count]);
         let color = [color_attachment(targets)];
-        let depth = vk::RenderingAttachmentInfo::default()
-            .image_view(targets.depth.view)
-            .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
-            .load_op(vk::AttachmentLoadOp::CLEAR)
-            .store_op(vk::AttachmentStoreOp::DONT_CARE)
-            .clear_value(vk::ClearValue {
-                depth_stencil: vk::ClearDepthStencilValue {
-                    depth: 1.0,
-                    stencil: 0,
-                },
-            });
+        let depth = depth_attachment(targets);
         let area = vk::Rect2D {
             offset: vk::Offset2D::default(),
             extent,
@@ -378,6 +369,21 @@ impl ScenePass {
             mesh.destroy(gpu);
         }
     }
+}
+
+/// The depth attachment, cleared to the far plane; its contents are not kept after the pass.
+fn depth_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
+    vk::RenderingAttachmentInfo::default()
+        .image_view(targets.depth.view)
+        .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
+        .load_op(vk::AttachmentLoadOp::CLEAR)
+        .store_op(vk::AttachmentStoreOp::DONT_CARE)
+        .clear_value(vk::ClearValue {
+            depth_stencil: vk::ClearDepthStencilValue {
+                depth: 1.0,
+                stencil: 0,
+            },
+        })
 }
 
 /// The colour attachment: the scene image itself, or the multisampled image resolving into it.
