@@ -286,7 +286,7 @@ fn compare_controls(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Action> {
             ui.small("PSNR: waiting for the first frame");
         }
     }
-    ui.small("native = the scene rendered at output size, 1 sample per pixel");
+    ui.small(native_note(model.sizes.msaa));
     action
 }
 
@@ -373,5 +373,26 @@ fn human_bytes(b: u64) -> String {
         0 => "0 B".into(),
         b if b < 1 << 20 => format!("{:.1} KiB", b as f64 / 1024.0),
         b => format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64),
+    }
+}
+
+/// What the compare view's native side is: the same scene pass at output size, so with the
+/// game's `render.msaa`.
+fn native_note(msaa: u32) -> String {
+    let samples = if msaa == 1 { "sample" } else { "samples" };
+    format!("native = the scene rendered at output size, {msaa} {samples} per pixel (render.msaa)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::native_note;
+
+    #[test]
+    fn the_native_note_gives_the_pass_sample_count() {
+        assert_eq!(
+            native_note(4),
+            "native = the scene rendered at output size, 4 samples per pixel (render.msaa)"
+        );
+        assert!(native_note(1).contains(", 1 sample per pixel"));
     }
 }
