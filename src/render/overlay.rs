@@ -136,7 +136,7 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
             0.0
         }
     });
-    ui.heading(format!("{fps:.0} FPS"));
+    ui.heading(fps_label(fps));
     if let (Some(f), Some(c)) = (frame, stats.cpu_ms()) {
         ui.label(format!(
             "frame {:.2} ms (p99 {:.2}) · CPU {:.2} ms",
@@ -191,6 +191,11 @@ fn stage_table(ui: &mut egui::Ui, stats: &Stats) {
             ui.end_row();
         }
     });
+    if stats.stages_in_order().is_empty() {
+        // GPU timestamps arrive when a frame's slot comes round again: a few frames late,
+        // seconds on a software rasteriser after a switch.
+        ui.weak("(waiting for the first timestamps)");
+    }
     let layers: Vec<_> = stats
         .stages_in_order()
         .into_iter()
@@ -376,6 +381,16 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
+/// Frames per second, with a decimal below 10 (a software rasteriser runs the ML patterns at
+/// well under one frame per second; "0 FPS" would read as a hang).
+fn fps_label(fps: f64) -> String {
+    if fps < 10.0 {
+        format!("{fps:.1} FPS")
+    } else {
+        format!("{fps:.0} FPS")
+    }
+}
+
 /// What the compare view's native side is: the same scene pass at output size, so with the
 /// game's `render.msaa`.
 fn native_note(msaa: u32) -> String {
@@ -385,7 +400,7 @@ fn native_note(msaa: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::native_note;
+    use super::{fps_label, native_note};
 
     #[test]
     fn the_native_note_gives_the_pass_sample_count() {
@@ -394,5 +409,11 @@ mod tests {
             "native = the scene rendered at output size, 4 samples per pixel (render.msaa)"
         );
         assert!(native_note(1).contains(", 1 sample per pixel"));
+    }
+
+    #[test]
+    fn slow_frame_rates_keep_a_decimal() {
+        assert_eq!(fps_label(1000.0 / 2444.5), "0.4 FPS");
+        assert_eq!(fps_label(59.6), "60 FPS");
     }
 }
