@@ -129,14 +129,12 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
 fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
     let stats = model.stats;
     let frame = stats.frame_ms();
-    let fps = frame.map_or(0.0, |p| {
-        if p.p50_ms > 0.0 {
-            1000.0 / p.p50_ms
-        } else {
-            0.0
-        }
-    });
-    ui.heading(fps_label(fps));
+    // No frame time yet (right after a switch): a dash, not "0 FPS".
+    ui.heading(
+        frame
+            .filter(|p| p.p50_ms > 0.0)
+            .map_or_else(|| "– FPS".to_string(), |p| fps_label(1000.0 / p.p50_ms)),
+    );
     if let (Some(f), Some(c)) = (frame, stats.cpu_ms()) {
         ui.label(format!(
             "frame {:.2} ms (p99 {:.2}) · CPU {:.2} ms",
@@ -171,51 +169,68 @@ fn frame_plot(ui: &mut egui::Ui, stats: &Stats) {
 
 /// p50/p99 per stage in frame order (sub-stages indented), the in-stream layers folded away.
 fn stage_table(ui: &mut egui::Ui, stats: &Stats) {
-    egui::Grid::new("stages").striped(true).show(ui, |ui| {
-        ui.strong("stage");
-        ui.strong("p50 ms");
-        ui.strong("p99 ms");
-        ui.end_row();
-        for (name, p) in stats.stages_in_order() {
-            if super::stats::is_layer(name) {
-                continue;
-            }
-            let indent = if super::stats::TOP_STAGES.contains(&name) {
-                ""
-            } else {
-                "   "
-            };
-            ui.label(format!("{indent}{name}"));
-            ui.label(format!("{:.3}", p.p50_ms));
-            ui.label(format!("{:.3}", p.p99_ms));
-            ui.end_row();
-        }
-    });
-    if stats.stages_in_order().is_empty() {
+    let (layers, stages): (Vec<_>, Vec<_>) = stats
+        .stages_in_order()
+        .into_iter()
+        .partition(|(name, _)| super::stats::is_layer(name));
+    let cells = |name: String, p: &super::stats::Percentiles| {
+        [name, format!("{:.3}", p.p50_ms), format!("{:.3}", p.p99_ms)]
+    };
+    let rows: Vec<_> = stages
+        .iter()
+        .map(|(name, p)| {
+            let top = super::stats::TOP_STAGES.contains(name);
+            cells(format!("{}{name}", if top { "" } else { "   " }), p)
+        })
+        .collect();
+    table(ui, "stages", Some(["stage", "p50 ms", "p99 ms"]), &rows);
+    if rows.is_empty() {
         // GPU timestamps arrive when a frame's slot comes round again: a few frames late,
         // seconds on a software rasteriser after a switch.
         ui.weak("(waiting for the first timestamps)");
     }
-    let layers: Vec<_> = stats
-        .stages_in_order()
-        .into_iter()
-        .filter(|(name, _)| super::stats::is_layer(name))
-        .collect();
     if layers.is_empty() {
         return;
     }
-    egui::CollapsingHeader::new(format!("in-stream layers ({})", layers.len()))
+    let rows: Vec<_> = layers
+        .iter()
+        .map(|(name, p)| cells(name.to_string(), p))
+        .collect();
+    egui::CollapsingHeader::new(format!("in-stream layers ({})", rows.len()))
         .default_open(false)
-        .show(ui, |ui| {
-            egui::Grid::new("layers").striped(true).show(ui, |ui| {
-                for (name, p) in &layers {
-                    ui.label(*name);
-                    ui.label(format!("{:.3}", p.p50_ms));
-                    ui.label(format!("{:.3}", p.p99_ms));
-                    ui.end_row();
-                }
-            });
-        });
+        .show(ui, |ui| table(ui, "layers", None, &rows));
+}
+
+/// A striped three-column table. egui sizes a grid's columns from the previous frame, so new
+/// rows or wider numbers would be drawn overlapping for one frame, which lasts seconds when the
+/// ML patterns run on a software rasteriser. When the cells change shape (names, or the
+/// length of a number) this frame is laid out again before it is drawn.
+fn table(ui: &mut egui::Ui, id: &str, header: Option<[&str; 3]>, rows: &[[String; 3]]) {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for [name, a, b] in rows {
+        (name, a.len(), b.len()).hash(&mut hasher);
+    }
+    let shape = hasher.finish();
+    let key = egui::Id::new(id).with("table shape");
+    if ui.ctx().data(|d| d.get_temp::<u64>(key)) != Some(shape) {
+        ui.ctx().data_mut(|d| d.insert_temp(key, shape));
+        ui.ctx().request_discard("overlay table changed shape");
+    }
+    egui::Grid::new(id).striped(true).show(ui, |ui| {
+        if let Some(header) = header {
+            for h in header {
+                ui.strong(h);
+            }
+            ui.end_row();
+        }
+        for row in rows {
+            for cell in row {
+                ui.label(cell.as_str());
+            }
+            ui.end_row();
+        }
+    });
 }
 
 fn pattern_selector(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Action> {
@@ -400,7 +415,7 @@ fn native_note(msaa: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{fps_label, native_note};
+    use super::{fps_label, native_note, table};
 
     #[test]
     fn the_native_note_gives_the_pass_sample_count() {
@@ -415,5 +430,50 @@ mod tests {
     fn slow_frame_rates_keep_a_decimal() {
         assert_eq!(fps_label(1000.0 / 2444.5), "0.4 FPS");
         assert_eq!(fps_label(59.6), "60 FPS");
+    }
+
+    /// One frame of a window holding `table` with `rows`; returns the x of every text shape
+    /// drawn for `needle`.
+    fn draw_table(ctx: &egui::Context, rows: &[[String; 3]], needle: &str) -> Vec<f32> {
+        let input = egui::RawInput {
+            screen_rect: Some(egui::Rect::from_min_size(
+                egui::Pos2::ZERO,
+                egui::vec2(960.0, 540.0),
+            )),
+            ..Default::default()
+        };
+        let mut out = ctx.run_ui(input, |ui| {
+            egui::Window::new("w").show(ui.ctx(), |ui| {
+                table(ui, "t", Some(["stage", "p50 ms", "p99 ms"]), rows);
+            });
+        });
+        out.textures_delta.clear();
+        out.shapes
+            .iter()
+            .filter_map(|c| match &c.shape {
+                egui::Shape::Text(t) if t.galley.text() == needle => Some(t.pos.x),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_that_appear_are_laid_out_in_their_first_frame() {
+        let ctx = egui::Context::default();
+        assert!(draw_table(&ctx, &[], "2499.798").is_empty());
+        let rows = [[
+            "   from_tensor".to_string(),
+            "2499.798".to_string(),
+            "1.000".to_string(),
+        ]];
+        let first = draw_table(&ctx, &rows, "2499.798");
+        let settled = draw_table(&ctx, &rows, "2499.798");
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(
+            first, settled,
+            "the first frame with the row is drawn as later ones"
+        );
+        let name = draw_table(&ctx, &rows, "   from_tensor");
+        assert!(settled[0] > name[0] + 40.0, "{settled:?} right of {name:?}");
     }
 }
