@@ -363,28 +363,8 @@ impl OrtModel {
             self.output = None;
             let info = mem().map_err(|e| run_err("cannot describe CUDA memory", e))?;
             // SAFETY: the caller vouches for the device pointer and its size.
-            let value = unsafe {
-                wrap_f32_memory(
-                    info,
-                    output as *mut std::ffi::c_void,
-                    out_shape,
-                    self.session.allocator(),
-                )
-            }
-            .map_err(|e| run_err("cannot wrap the output tensor", e))?;
-            let name = self.info.output_name.as_str();
-            let mut options = RunOptions::new()
-                .map_err(|e| run_err("cannot create run options", e))?
-                .with_outputs(
-                    OutputSelector::no_default()
-                        .with(name)
-                        .preallocate(name, value),
-                );
-            // Queue the kernels and return: the stream's next commands (the semaphore signal)
-            // order everything after the run on the GPU, with no host wait.
-            options
-                .disable_device_sync()
-                .map_err(|e| run_err("cannot set run options", e))?;
+            let options = unsafe { self.cuda_output_options(info, output, out_shape) }
+                .map_err(|(what, e)| run_err(what, e))?;
             self.output = Some(OutputBinding {
                 ptr: key.0,
                 shape: out_shape,
@@ -404,6 +384,45 @@ impl OrtModel {
             .map_err(|e| run_err("inference failed", e))?;
         drop(outputs);
         Ok(())
+    }
+
+    /// Run options that write the model's output straight into the device memory at `output`
+    /// and queue the kernels without a device sync (the stream's next commands order what
+    /// follows). Errors say which step failed.
+    ///
+    /// # Safety
+    /// `output` is a live device allocation of `out_shape` f32 values on `info`'s device, and
+    /// outlives the returned options.
+    unsafe fn cuda_output_options(
+        &self,
+        info: ort::memory::MemoryInfo<'static>,
+        output: u64,
+        out_shape: [usize; 4],
+    ) -> Result<RunOptions<HasSelectedOutputs>, (&'static str, ort::Error)> {
+        // SAFETY: as this function's contract.
+        let value = unsafe {
+            wrap_f32_memory(
+                info,
+                output as *mut std::ffi::c_void,
+                out_shape,
+                self.session.allocator(),
+            )
+        }
+        .map_err(|e| ("cannot wrap the output tensor", e))?;
+        let name = self.info.output_name.as_str();
+        let mut options = RunOptions::new()
+            .map_err(|e| ("cannot create run options", e))?
+            .with_outputs(
+                OutputSelector::no_default()
+                    .with(name)
+                    .preallocate(name, value),
+            );
+        // Queue the kernels and return: the stream's next commands (the semaphore signal)
+        // order everything after the run on the GPU, with no host wait.
+        options
+            .disable_device_sync()
+            .map_err(|e| ("cannot set run options", e))?;
+        Ok(options)
     }
 
     fn check_run_shapes(
