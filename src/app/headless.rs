@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use ash::vk;
-use gpu_allocator::MemoryLocation;
 
 use super::capture;
 use super::config::Config;
@@ -67,15 +66,7 @@ impl OffscreenTarget {
                 vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSFER_SRC,
             ),
         )?;
-        let buffer = |name, e: vk::Extent2D| {
-            Buffer::new(
-                gpu,
-                name,
-                e.width as u64 * e.height as u64 * 4,
-                vk::BufferUsageFlags::TRANSFER_DST,
-                MemoryLocation::GpuToCpu,
-            )
-        };
+        let buffer = |name, e: vk::Extent2D| Buffer::readback_rgba8(gpu, name, e);
         let readback = match buffer("headless capture", output) {
             Ok(b) => b,
             Err(e) => {

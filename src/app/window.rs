@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ash::vk;
-use gpu_allocator::MemoryLocation;
 use winit::application::ApplicationHandler;
 use winit::event::{ElementState, MouseButton, WindowEvent};
 use winit::event_loop::{ActiveEventLoop, EventLoop};
@@ -172,18 +171,6 @@ impl ApplicationHandler for App {
             r.session.gpu.validation_errors()
         );
     }
-}
-
-/// A host-readable buffer for one RGBA8 copy of a swapchain image of `extent`.
-fn screenshot_buffer(gpu: &crate::gpu::Gpu, extent: vk::Extent2D) -> crate::gpu::Result<Buffer> {
-    let size = extent.width as u64 * extent.height as u64 * 4;
-    Buffer::new(
-        gpu,
-        "screenshot",
-        size,
-        vk::BufferUsageFlags::TRANSFER_DST,
-        MemoryLocation::GpuToCpu,
-    )
 }
 
 /// Whether a frame failed because the window's surface is gone (the window was destroyed).
@@ -359,7 +346,11 @@ impl Running {
             .expect("swapchain exists between recreations");
         // A user action (F12), not the hot path: the readback buffer lives for this frame only.
         let shot = if self.screenshot {
-            Some(screenshot_buffer(&s.gpu, swapchain.extent)?)
+            Some(Buffer::readback_rgba8(
+                &s.gpu,
+                "screenshot",
+                swapchain.extent,
+            )?)
         } else {
             None
         };

@@ -50,6 +50,18 @@ impl Buffer {
         })
     }
 
+    /// A host-readable buffer for one tightly packed copy of a 4-byte-per-pixel image of
+    /// `extent` (captures, screenshots, the offscreen readbacks).
+    pub fn readback_rgba8(gpu: &Gpu, name: &str, extent: vk::Extent2D) -> Result<Self> {
+        Self::new(
+            gpu,
+            name,
+            extent.width as u64 * extent.height as u64 * 4,
+            vk::BufferUsageFlags::TRANSFER_DST,
+            MemoryLocation::GpuToCpu,
+        )
+    }
+
     /// A host-visible buffer filled with `data` (vertex, index and staging data at load time).
     pub fn with_data(
         gpu: &Gpu,

@@ -7,7 +7,6 @@
 //! waits, so the readbacks are complete when it returns.
 
 use ash::vk;
-use gpu_allocator::MemoryLocation;
 
 use super::scene::{ScenePass, SceneTargets};
 use crate::game::world::World;
@@ -44,14 +43,7 @@ impl Offscreen {
                 scene.targets(gpu, size)
             };
             let slot = targets.and_then(|targets| {
-                let bytes = size.width as u64 * size.height as u64 * 4;
-                match Buffer::new(
-                    gpu,
-                    &format!("offscreen readback {i}"),
-                    bytes,
-                    vk::BufferUsageFlags::TRANSFER_DST,
-                    MemoryLocation::GpuToCpu,
-                ) {
+                match Buffer::readback_rgba8(gpu, &format!("offscreen readback {i}"), size) {
                     Ok(readback) => Ok(Slot { targets, readback }),
                     Err(e) => {
                         targets.destroy(gpu);
