@@ -9,6 +9,8 @@
 # it trains, and a later call (while the machine is still warm) collects it:
 #   bash tools/train/device_sweep.sh start          # returns at once; log in /tmp/sweep/sweep.log
 #   OUT=$OUT bash tools/train/device_sweep.sh collect  # waits (COLLECT_WAIT_S) and packs results
+# A long training spans calls the same way: `start`, then `collect` in every following call
+# (each packs what is there so far, e.g. --snapshot files) until the log says done.
 # CANDIDATES is a space-separated list of NAME:ARCH[:ARG,ARG...] (ARGs go to train.py, commas
 # become spaces), e.g. "deep18b:deep18:--batch=256,--lr=1.5e-3".
 set -euo pipefail
@@ -56,6 +58,17 @@ stamp() { echo "== [$((SECONDS - start)) s] $*"; }
 stamp "CPU checks of tools/train (every architecture exports and matches onnxruntime)"
 "$PY" tools/train/test_train.py 2>&1 | tail -n 12
 
+# SPEED=ARCH: time train.py's speed options for ARCH (tools/train/speed.py, ~1 min) and give
+# every candidate the fastest (speed.log says which and why).
+chosen=""
+if [ -n "${SPEED:-}" ]; then
+    stamp "training speed of $SPEED under train.py's speed options"
+    # shellcheck disable=SC2086
+    chosen="$("$PY" tools/train/speed.py --arch "$SPEED" ${SPEED_ARGS:---patch 96 --steps 200} --choose 2>&1 \
+        | tee "$W/speed.log" | sed -n 's/^chosen: //p')" || echo "warning: the speed check failed; no speed options"
+    cat "$W/speed.log"
+fi
+
 stamp "dataset: $COUNT train pairs (+ val) with seed $SEED into $DS"
 rm -rf "$DS"
 timeout "${DATASET_LIMIT_S:-170}" "$BIN" dataset --out "$DS" --count "$COUNT" --seed "$SEED" > "$W/dataset.log" 2>&1 \
@@ -68,7 +81,7 @@ for c in $CANDIDATES; do
     IFS=: read -r name arch extra <<<"$c"
     # shellcheck disable=SC2086
     ( timeout "${TRAIN_TIMEOUT_S:-$((BUDGET_S + 200))}" "$PY" tools/train/train.py --data "$DS" --arch "$arch" --out "$W/$name.onnx" --epochs 1000 \
-        --seed "$SEED" --time-budget "$BUDGET_S" --eval-every 10 ${extra//,/ } 2>&1 \
+        --seed "$SEED" --time-budget "$BUDGET_S" --eval-every 10 ${extra//,/ } $chosen 2>&1 \
         | sed -u "s/^/{$name} /" > "$W/$name.log" ) &
     pids+=($!)
 done

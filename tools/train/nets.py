@@ -225,7 +225,9 @@ class CollapsibleNet(torch.nn.Module):
     def forward(self, x):
         h, skip = x, None
         last = len(self.layers) - 1
-        collapsed = [self.collapsed(i) for i in range(len(self.layers))]
+        # The collapse (a product of weights) stays fp32 under a bf16 autocast; the convs follow it.
+        with torch.autocast(x.device.type, enabled=False):
+            collapsed = [self.collapsed(i) for i in range(len(self.layers))]
         for i in conv_sequence(self.arch):
             w, b = collapsed[i]
             if i == last:

@@ -88,6 +88,43 @@ def test_export_matches_torch():
         print(f"{arch}: {nets.param_count(net)} params, ORT vs torch {diff:.1e}")
 
 
+def test_planned_epochs():
+    # Epoch 1 alone (the old behaviour): 10 s per epoch in a 95 s budget leaves 9 epochs.
+    assert train.planned_epochs(1000, [10.0], 95.0, 1) == 9
+    # With plan_epoch 3 the warm-up epoch counts as spent but not as the rate: 30 + 2 + 2 s,
+    # so 95 - 34 s leaves 30 more epochs of 2 s.
+    assert train.planned_epochs(1000, [30.0, 2.0, 2.0], 95.0, 3) == 33
+    assert train.planned_epochs(1000, [30.0, 2.0], 95.0, 3) == 1000  # not yet
+    assert train.planned_epochs(20, [1.0], 95.0, 1) == 20  # never more than asked
+    assert train.planned_epochs(1000, [50.0, 40.0], 60.0, 2) == 2  # never fewer than run
+    assert train.planned_epochs(1000, [10.0], 0.0, 1) == 1000  # no budget
+
+
+def test_fast_bf16_training_runs_and_learns():
+    """A few steps of the --fast --bf16 path on the CPU: finite loss that goes down, and the
+    export still matches torch in fp32."""
+    lr = torch.rand(4, 3, 24, 32)
+    lr_u8 = (lr * 255).round().to(torch.uint8)
+    hr_u8 = (torch.nn.functional.interpolate(lr, scale_factor=2, mode="bicubic").clamp(0, 1) * 255).round().to(torch.uint8)
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "m.onnx")
+        args = train.parse_args(["--data", d, "--arch", "sesr16", "--out", out, "--epochs", "3",
+                                 "--batch", "4", "--patch", "16", "--crops-per-image", "4",
+                                 "--eval-every", "1", "--fast", "--bf16", "--snapshot", out])
+        train.seed_everything(1, fast=True)
+        net = nets.build("sesr16").to(memory_format=torch.channels_last)
+        epochs, _, _, history = train.train(args, net, lr_u8, hr_u8, lr_u8[:1], hr_u8[:1], torch.device("cpu"))
+        assert epochs == 3 and len(history) == 3
+        assert history[-1]["val_psnr_y"] > history[0]["val_psnr_y"], history
+        import onnx
+
+        meta = {p.key: p.value for p in onnx.load(out).metadata_props}
+        assert meta["upscale.snapshot_epoch"] == "3", meta
+        diff = train.check_with_onnxruntime(out, net, [lr_u8[0]])
+        assert diff < 1e-4, diff
+    torch.use_deterministic_algorithms(False)
+
+
 if __name__ == "__main__":
     for name, fn in list(globals().items()):
         if name.startswith("test_"):

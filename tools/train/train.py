@@ -34,7 +34,7 @@ import data  # noqa: E402
 import nets  # noqa: E402
 
 
-def parse_args():
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="dataset folder (has train/ and val/)")
     ap.add_argument("--arch", required=True, choices=sorted(nets.ARCHS))
@@ -52,19 +52,31 @@ def parse_args():
                     help="weight of the luma term in the loss (0: L1 on RGB only; 1: L1 on luma only)")
     ap.add_argument("--tf32", action="store_true",
                     help="let CUDA convs use TF32 (faster; the export and checks stay fp32)")
-    return ap.parse_args()
+    ap.add_argument("--fast", action="store_true",
+                    help="trade bit-for-bit determinism for speed: cuDNN picks its fastest convs "
+                         "(benchmark mode), channels-last tensors, fused Adam on CUDA")
+    ap.add_argument("--bf16", action="store_true",
+                    help="run the convs in bfloat16 (autocast; weights, loss and export stay fp32)")
+    ap.add_argument("--plan-epoch", type=int, default=1,
+                    help="with --time-budget: the epoch after which the epoch count is set, from the "
+                         "mean time of epochs 2..N (1: from the first epoch alone, warm-up included)")
+    ap.add_argument("--snapshot", default="",
+                    help="at every evaluation, export the current weights to this ONNX file (no checks)")
+    return ap.parse_args(argv)
 
 
-def seed_everything(seed: int, tf32: bool = False):
+def seed_everything(seed: int, tf32: bool = False, fast: bool = False):
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
+    # --fast lets cuDNN time its algorithms and keep the fastest, which may differ from run to
+    # run (and so may the last bits of the weights); otherwise every run is bit-identical.
+    torch.backends.cudnn.deterministic = not fast
+    torch.backends.cudnn.benchmark = fast
     # fp32 means fp32 unless --tf32 asks for the tensor cores' TF32 (deterministic too).
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.use_deterministic_algorithms(not fast, warn_only=True)
 
 
 @torch.no_grad()
@@ -97,44 +109,63 @@ def loss_fn(out, target, luma_weight: float):
     return (1.0 - luma_weight) * rgb + luma_weight * luma
 
 
+def planned_epochs(epochs: int, times: list, budget: float, plan_epoch: int) -> int:
+    """The epoch count that fits `budget` seconds of epochs, once `plan_epoch` epochs have run
+    (their times in `times`): with plan_epoch > 1 the first epoch (warm-up, cuDNN's algorithm
+    search) is left out of the estimate. Never more than asked for, never fewer than have run."""
+    if budget <= 0 or len(times) != max(1, plan_epoch):
+        return epochs
+    per_epoch = sum(times[1:]) / (len(times) - 1) if len(times) > 1 else times[0]
+    fit = len(times) + int((budget - sum(times)) / per_epoch)
+    return max(len(times), min(epochs, fit))
+
+
 def train(args, net, train_lr, train_hr, val_lr, val_hr, device):
     gen = torch.Generator(device=device).manual_seed(args.seed)
-    opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+    fused = args.fast and device.type == "cuda"
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr, **({"fused": True} if fused else {}))
     steps_per_epoch = max(1, len(train_lr) * args.crops_per_image // args.batch)
+    memory_format = torch.channels_last if args.fast else torch.contiguous_format
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
     epochs = args.epochs
-    history, step, trained_s = [], 0, 0.0
+    history, step, times = [], 0, []
     epoch = 0
     while epoch < epochs:
         start = time.time()
-        total_loss = 0.0
         for _ in range(steps_per_epoch):
             for group in opt.param_groups:
                 group["lr"] = cosine_lr(args.lr, step, epochs * steps_per_epoch)
             lr_p, hr_p = data.random_crops(train_lr, train_hr, args.batch, args.patch, gen)
-            loss = loss_fn(net(lr_p), hr_p, args.luma_loss)
+            with autocast:
+                out = net(lr_p.contiguous(memory_format=memory_format))
+            loss = loss_fn(out.float(), hr_p, args.luma_loss)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            total_loss += loss.item() if step % 50 == 0 else 0.0
             step += 1
         if device.type == "cuda":
             torch.cuda.synchronize()
-        took = time.time() - start
-        trained_s += took
+        times.append(time.time() - start)
         epoch += 1
-        if epoch == 1 and args.time_budget > 0 and epochs * took > args.time_budget:
-            epochs = max(1, int(args.time_budget / took))
-            print(f"[{args.arch}] {took:.2f} s/epoch: lowering --epochs to {epochs} to fit "
+        planned = planned_epochs(epochs, times, args.time_budget, args.plan_epoch)
+        if planned != epochs:
+            epochs = planned
+            print(f"[{args.arch}] {times[-1]:.2f} s/epoch: lowering --epochs to {epochs} to fit "
                   f"--time-budget {args.time_budget:.0f} s", flush=True)
-        line = f"[{args.arch}] epoch {epoch}/{epochs}: {took:.2f} s, lr {opt.param_groups[0]['lr']:.2e}"
+        line = f"[{args.arch}] epoch {epoch}/{epochs}: {times[-1]:.2f} s, lr {opt.param_groups[0]['lr']:.2e}"
         if epoch % args.eval_every == 0 or epoch == epochs:
             net.eval()
             psnr = evaluate(net, val_lr, val_hr, device)
             net.train()
             history.append({"epoch": epoch, "val_psnr_y": round(psnr, 4)})
             line += f", val PSNR-Y {psnr:.3f} dB"
+            if args.snapshot:
+                import onnx
+
+                onnx.save(nets.to_onnx(net, {"scale": nets.SCALE, "upscale.arch": args.arch,
+                                             "upscale.snapshot_epoch": epoch}), args.snapshot)
         print(line, flush=True)
-    return epochs, steps_per_epoch, trained_s, history
+    return epochs, steps_per_epoch, sum(times), history
 
 
 def check_with_onnxruntime(model_path, net, val_lr):
@@ -183,7 +214,7 @@ def time_onnxruntime(model_path, width=640, height=360, threads=2, runs=20) -> f
 
 def main():
     args = parse_args()
-    seed_everything(args.seed, args.tf32)
+    seed_everything(args.seed, args.tf32, args.fast)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
     t0 = time.time()
@@ -197,6 +228,8 @@ def main():
     train_lr, train_hr = train_lr.to(device), train_hr.to(device)
 
     net = nets.build(args.arch).to(device)
+    if args.fast:
+        net = net.to(memory_format=torch.channels_last)
     params = nets.param_count(net)
     macs = nets.macs_per_output_pixel(args.arch)
     print(f"[{args.arch}] {params} parameters, {macs:.0f} MACs per output pixel", flush=True)
@@ -219,7 +252,7 @@ def main():
         "arch": args.arch, "model": os.path.basename(args.out), "params": params,
         "macs_per_output_pixel": round(macs, 1), "epochs": epochs, "steps_per_epoch": steps,
         "batch": args.batch, "patch": args.patch, "seed": args.seed, "lr": args.lr,
-        "luma_loss": args.luma_loss, "tf32": args.tf32,
+        "luma_loss": args.luma_loss, "tf32": args.tf32, "fast": args.fast, "bf16": args.bf16,
         "train_pairs": len(train_lr), "val_pairs": len(val_lr),
         "val_psnr_y": final, "val_psnr_y_bicubic": round(bicubic, 4),
         "val_psnr_y_bilinear": round(bilinear, 4),
