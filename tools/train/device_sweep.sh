@@ -87,7 +87,7 @@ for c in $CANDIDATES; do
 done
 for p in "${pids[@]}"; do wait "$p" || echo "warning: a candidate failed (see its log)"; done
 stamp "results (train-time val PSNR-Y over bicubic)"
-grep -h "wrote" "$W"/*.log || true
+grep -h "wrote" "$W"/*.log 2>/dev/null || true  # (not from sweep.log itself, which grep skips when it is stdout)
 touch "$W/done"
 [ "${1:-run}" = run ] && [ -n "${OUT:-}" ] && pack
 stamp "done"

@@ -125,6 +125,14 @@ def test_fast_bf16_training_runs_and_learns():
     torch.use_deterministic_algorithms(False)
 
 
+def test_speed_choice():
+    import speed
+
+    assert speed.choose({"tf32": 10, "fast": 8, "graph": 3, "fast-bf16": 7, "graph-bf16": 2.5}) == "graph"
+    assert speed.choose({"tf32": 10, "fast": 8, "graph": 3, "fast-bf16": 7, "graph-bf16": 2.0}) == "graph-bf16"
+    assert speed.choose({"tf32": 10, "fast": 8, "fast-bf16": 9}) == "fast"
+
+
 if __name__ == "__main__":
     for name, fn in list(globals().items()):
         if name.startswith("test_"):

@@ -57,6 +57,8 @@ def parse_args(argv=None):
                          "(benchmark mode), channels-last tensors, fused Adam on CUDA")
     ap.add_argument("--bf16", action="store_true",
                     help="run the convs in bfloat16 (autocast; weights, loss and export stay fp32)")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="with --fast on CUDA: capture the training step in a CUDA graph and replay it")
     ap.add_argument("--plan-epoch", type=int, default=1,
                     help="with --time-budget: the epoch after which the epoch count is set, from the "
                          "mean time of epochs 2..N (1: from the first epoch alone, warm-up included)")
@@ -120,28 +122,86 @@ def planned_epochs(epochs: int, times: list, budget: float, plan_epoch: int) -> 
     return max(len(times), min(epochs, fit))
 
 
+def make_optimizer(args, net, device):
+    """Adam; fused on CUDA with --fast, and with --cuda-graph also capturable, its learning rate a
+    device tensor the captured step reads (set_lr writes it)."""
+    if not (args.fast and device.type == "cuda"):
+        return torch.optim.Adam(net.parameters(), lr=args.lr)
+    if args.cuda_graph:
+        return torch.optim.Adam(net.parameters(), lr=torch.tensor(args.lr, device=device),
+                                fused=True, capturable=True)
+    return torch.optim.Adam(net.parameters(), lr=args.lr, fused=True)
+
+
+def set_lr(opt, value: float):
+    for group in opt.param_groups:
+        if torch.is_tensor(group["lr"]):
+            group["lr"].fill_(value)
+        else:
+            group["lr"] = value
+
+
+def make_step(args, net, opt, device, example):
+    """The training step as step(lr_crops, hr_crops). With --cuda-graph the forward pass, the
+    backward pass and the optimiser step are captured once into a CUDA graph and replayed on
+    fixed input buffers: a step of this small net is otherwise bound by the host issuing a
+    thousand small GPU operations, not by the GPU. The capture needs three ordinary steps first
+    (on `example`, cuDNN's algorithm search included), which train like any other."""
+    memory_format = torch.channels_last if args.fast else torch.contiguous_format
+
+    def forward_loss(lr_p, hr_p):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16, cache_enabled=False):
+            out = net(lr_p.contiguous(memory_format=memory_format))
+        return loss_fn(out.float(), hr_p, args.luma_loss)
+
+    def plain(lr_p, hr_p):
+        loss = forward_loss(lr_p, hr_p)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    if not args.cuda_graph:
+        return plain
+    if device.type != "cuda" or not args.fast:
+        raise SystemExit("--cuda-graph needs a CUDA device and --fast (fused, capturable Adam)")
+    static_lr = example[0].contiguous(memory_format=memory_format).clone()
+    static_hr = example[1].clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            plain(static_lr, static_hr)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        forward_loss(static_lr, static_hr).backward()
+        opt.step()
+
+    def replay(lr_p, hr_p):
+        static_lr.copy_(lr_p)
+        static_hr.copy_(hr_p)
+        graph.replay()
+
+    return replay
+
+
 def train(args, net, train_lr, train_hr, val_lr, val_hr, device):
     gen = torch.Generator(device=device).manual_seed(args.seed)
-    fused = args.fast and device.type == "cuda"
-    opt = torch.optim.Adam(net.parameters(), lr=args.lr, **({"fused": True} if fused else {}))
+    opt = make_optimizer(args, net, device)
     steps_per_epoch = max(1, len(train_lr) * args.crops_per_image // args.batch)
-    memory_format = torch.channels_last if args.fast else torch.contiguous_format
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16)
+    step_fn = None
     epochs = args.epochs
     history, step, times = [], 0, []
     epoch = 0
     while epoch < epochs:
         start = time.time()
         for _ in range(steps_per_epoch):
-            for group in opt.param_groups:
-                group["lr"] = cosine_lr(args.lr, step, epochs * steps_per_epoch)
+            set_lr(opt, cosine_lr(args.lr, step, epochs * steps_per_epoch))
             lr_p, hr_p = data.random_crops(train_lr, train_hr, args.batch, args.patch, gen)
-            with autocast:
-                out = net(lr_p.contiguous(memory_format=memory_format))
-            loss = loss_fn(out.float(), hr_p, args.luma_loss)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            if step_fn is None:
+                step_fn = make_step(args, net, opt, device, (lr_p, hr_p))
+            step_fn(lr_p, hr_p)
             step += 1
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -152,7 +212,7 @@ def train(args, net, train_lr, train_hr, val_lr, val_hr, device):
             epochs = planned
             print(f"[{args.arch}] {times[-1]:.2f} s/epoch: lowering --epochs to {epochs} to fit "
                   f"--time-budget {args.time_budget:.0f} s", flush=True)
-        line = f"[{args.arch}] epoch {epoch}/{epochs}: {times[-1]:.2f} s, lr {opt.param_groups[0]['lr']:.2e}"
+        line = f"[{args.arch}] epoch {epoch}/{epochs}: {times[-1]:.2f} s, lr {float(opt.param_groups[0]['lr']):.2e}"
         if epoch % args.eval_every == 0 or epoch == epochs:
             net.eval()
             psnr = evaluate(net, val_lr, val_hr, device)
@@ -253,6 +313,7 @@ def main():
         "macs_per_output_pixel": round(macs, 1), "epochs": epochs, "steps_per_epoch": steps,
         "batch": args.batch, "patch": args.patch, "seed": args.seed, "lr": args.lr,
         "luma_loss": args.luma_loss, "tf32": args.tf32, "fast": args.fast, "bf16": args.bf16,
+        "cuda_graph": args.cuda_graph,
         "train_pairs": len(train_lr), "val_pairs": len(val_lr),
         "val_psnr_y": final, "val_psnr_y_bicubic": round(bicubic, 4),
         "val_psnr_y_bilinear": round(bilinear, 4),
