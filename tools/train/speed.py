@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--size", default="640x360", help="frame size at low resolution, WxH")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--choose", action="store_true")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset of " + ", ".join(VARIANTS))
     args = ap.parse_args()
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
@@ -66,7 +67,10 @@ def main():
     lr = torch.randint(0, 256, (args.batch, 3, h, w), dtype=torch.uint8, generator=gen).to(device)
     hr = torch.randint(0, 256, (args.batch, 3, 2 * h, 2 * w), dtype=torch.uint8, generator=gen).to(device)
     times = {}
-    for name, flags in VARIANTS.items():
+    for name in args.variants.split(","):
+        if name not in VARIANTS:
+            raise SystemExit(f"--variants: unknown variant {name!r} (known: {', '.join(VARIANTS)})")
+        flags = VARIANTS[name]
         if "--cuda-graph" in flags and device.type != "cuda":
             continue
         try:
