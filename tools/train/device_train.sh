@@ -28,6 +28,8 @@ BUDGET_S="${BUDGET_S:-210}"
 QUALITY_FRAMES="${QUALITY_FRAMES:-16}"
 # quality_x2's network and options (models/README.md: sesr16, 96x96 crops, TF32 since
 # 2026-12-03; QUALITY_ARCH=quality QUALITY_ARGS= gives the earlier ESPCN-class model) and fast_x2's.
+# One call trains sesr16 for ~86 epochs; the shipped quality_x2 trained 315 over three calls
+# (device_sweep.sh start/collect, as models/README.md shows).
 QUALITY_ARCH="${QUALITY_ARCH:-sesr16}"
 QUALITY_ARGS="${QUALITY_ARGS:---patch 96 --tf32 --eval-every 10}"
 FAST_ARGS="${FAST_ARGS:-}"
