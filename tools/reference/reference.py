@@ -26,9 +26,7 @@ import sys
 import time
 
 import numpy as np
-import onnx
 import torch
-from onnx import numpy_helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
 import nets  # noqa: E402
@@ -37,18 +35,7 @@ DTYPES = ["fp32", "tf32", "fp16", "fp16-nhwc"]
 
 
 def load_model(path: str) -> nets.PlainNet:
-    model = onnx.load(path)
-    meta = {p.key: p.value for p in model.metadata_props}
-    arch = meta.get("upscale.arch")
-    if arch not in nets.ARCHS:
-        raise SystemExit(f"{path}: metadata upscale.arch={arch!r} is not one of {sorted(nets.ARCHS)}")
-    net = nets.PlainNet(arch)
-    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    with torch.no_grad():
-        for i, conv in enumerate(net.convs):
-            conv.weight.copy_(torch.from_numpy(inits[f"conv{i + 1}.weight"].copy()))
-            conv.bias.copy_(torch.from_numpy(inits[f"conv{i + 1}.bias"].copy()))
-    return net.eval()
+    return nets.from_onnx(path).eval()
 
 
 def parse_res(text: str):

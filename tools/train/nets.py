@@ -146,6 +146,35 @@ class PlainNet(torch.nn.Module):
         base = F.interpolate(x, scale_factor=SCALE, mode="bilinear", align_corners=False)
         return base + F.pixel_shuffle(h, SCALE)
 
+    def export_convs(self):
+        """(weight, bias, dilation) of every conv of the exported graph, as float32 arrays."""
+        return [(c.weight.detach().cpu().numpy().astype(np.float32),
+                 c.bias.detach().cpu().numpy().astype(np.float32), c.dilation[0]) for c in self.convs]
+
+
+def from_onnx(path: str) -> PlainNet:
+    """The exported graph of an ONNX file written by to_onnx, as a PlainNet holding its weights
+    (its arch from the metadata `upscale.arch`)."""
+    model = onnx.load(path)
+    meta = {p.key: p.value for p in model.metadata_props}
+    arch = meta.get("upscale.arch")
+    if arch not in ARCHS:
+        raise SystemExit(f"{path}: metadata upscale.arch={arch!r} is not one of {sorted(ARCHS)}")
+    net = PlainNet(arch)
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    with torch.no_grad():
+        for i, conv in enumerate(net.convs):
+            for part in ("weight", "bias"):
+                name = f"conv{i + 1}.{part}"
+                if name not in inits:
+                    raise SystemExit(f"{path}: no initializer {name} (is it a tools/train export?)")
+                value = torch.from_numpy(inits[name].copy())
+                if value.shape != getattr(conv, part).shape:
+                    raise SystemExit(f"{path}: {name} is {tuple(value.shape)}, {arch} wants "
+                                     f"{tuple(getattr(conv, part).shape)}")
+                getattr(conv, part).copy_(value)
+    return net
+
 
 class UpscaleNet(PlainNet):
     """The training module of a plain arch: PlainNet with the initialisation training wants."""
@@ -163,11 +192,6 @@ class UpscaleNet(PlainNet):
         with torch.no_grad():
             last.weight.mul_(0.1)
             last.bias.zero_()
-
-    def export_convs(self):
-        """(weight, bias, dilation) of every conv of the exported graph, as float32 arrays."""
-        return [(c.weight.detach().cpu().numpy().astype(np.float32),
-                 c.bias.detach().cpu().numpy().astype(np.float32), c.dilation[0]) for c in self.convs]
 
 
 class CollapsibleNet(torch.nn.Module):

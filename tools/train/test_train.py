@@ -125,6 +125,50 @@ def test_fast_bf16_training_runs_and_learns():
     torch.use_deterministic_algorithms(False)
 
 
+def test_finetune_from_onnx():
+    """from_onnx reads back what to_onnx wrote (same outputs); a few MSE steps from it on a
+    learnable target lower the val error and export again; the same run twice is bit-identical."""
+    import finetune
+    import onnx
+
+    torch.manual_seed(0)
+    lr = torch.rand(4, 3, 24, 32)
+    lr_u8 = (lr * 255).round().to(torch.uint8)
+    hr_u8 = (torch.nn.functional.interpolate(lr, scale_factor=2, mode="bicubic").clamp(0, 1) * 255).round().to(torch.uint8)
+    with tempfile.TemporaryDirectory() as d:
+        init = os.path.join(d, "init.onnx")
+        net = nets.build("sesr16")
+        onnx.save(nets.to_onnx(net, {"scale": 2, "upscale.arch": "sesr16"}), init)
+        x = torch.rand(1, 3, 11, 13)
+        with torch.no_grad():
+            diff = float((nets.from_onnx(init)(x) - net(x)).abs().max())
+        assert diff < 1e-5, diff
+
+        out = os.path.join(d, "ft.onnx")
+        args = finetune.parse_args(["--data", d, "--init", init, "--out", out, "--steps", "6",
+                                    "--batch", "4", "--patch", "16", "--lr", "1e-3", "--eval-every", "3", "--val-from", "0"])
+        weights = []
+        for _ in range(2):
+            train.seed_everything(args.seed)
+            tuned = nets.from_onnx(init)
+            history = finetune.finetune(args, tuned, lr_u8, hr_u8, lr_u8[:2], hr_u8[:2], torch.device("cpu"),
+                                        log=lambda line: None)
+            weights.append(torch.cat([p.detach().flatten() for p in tuned.parameters()]))
+        assert torch.equal(weights[0], weights[1])
+        before = train.evaluate(nets.from_onnx(init).eval(), lr_u8[:2], hr_u8[:2], torch.device("cpu"))
+        assert history[-1]["val_psnr_y_progress_frames"] > before, (before, history)
+        onnx.save(nets.to_onnx(tuned, {"scale": 2, "upscale.arch": "sesr16"}), out)
+        assert train.check_with_onnxruntime(out, tuned, [lr_u8[0]]) < 1e-4
+    torch.use_deterministic_algorithms(False)
+
+    try:
+        nets.from_onnx(os.path.join(os.path.dirname(__file__), "..", "..", "models", "test", "missing.onnx"))
+    except (SystemExit, FileNotFoundError, OSError):
+        pass
+    else:
+        raise AssertionError("from_onnx accepted a missing file")
+
+
 def test_speed_choice():
     import speed
 
