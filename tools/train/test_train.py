@@ -39,6 +39,31 @@ def test_png_decoder():
         assert (data.read_png_rgb(path) == img).all()
 
 
+def test_load_split_keeps_order_and_skips_a_broken_pair():
+    try:
+        from PIL import Image
+    except ImportError:
+        print("skip load_split check: Pillow is not installed")
+        return
+    rng = np.random.RandomState(1)
+    with tempfile.TemporaryDirectory() as d:
+        os.makedirs(os.path.join(d, "train"))
+        frames = []
+        for i in range(4):
+            lr = (rng.rand(6, 8, 3) * 255).astype(np.uint8)
+            hr = (rng.rand(12, 16, 3) * 255).astype(np.uint8)
+            frames.append((lr, hr))
+            Image.fromarray(lr).save(os.path.join(d, "train", f"{i:05}_lr.png"))
+            Image.fromarray(hr).save(os.path.join(d, "train", f"{i:05}_hr.png"))
+        with open(os.path.join(d, "train", "00002_hr.png"), "wb") as f:
+            f.write(b"\x89PNG\r\n\x1a\n")  # half written: the pair is skipped
+        lr_t, hr_t = data.load_split(d, "train")
+        assert lr_t.shape == (3, 3, 6, 8) and hr_t.shape == (3, 3, 12, 16)
+        for got, i in zip(range(3), [0, 1, 3]):
+            assert torch.equal(lr_t[got], torch.from_numpy(frames[i][0]).permute(2, 0, 1))
+            assert torch.equal(hr_t[got], torch.from_numpy(frames[i][1]).permute(2, 0, 1))
+
+
 def test_crops_are_aligned():
     lr = torch.randint(0, 256, (3, 3, 20, 30), dtype=torch.uint8)
     hr = lr.repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
