@@ -21,12 +21,10 @@ torch) and NAME.metrics.json records the arguments, both val scores and the time
 """
 
 import argparse
-import json
 import os
 import sys
 import time
 
-import numpy as np
 import onnx
 import torch
 
@@ -123,11 +121,7 @@ def main():
     meta = dict(init_meta)
     meta.update({"upscale.finetune": f"{args.steps} steps {args.loss} lr {args.lr:g} from "
                                       f"{os.path.basename(args.init)}"})
-    model = nets.to_onnx(net, meta)
-    nets.check_ops(model)
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    onnx.save(model, args.out)
-    max_diff = train.check_with_onnxruntime(args.out, net, val_lr)
+    max_diff = train.export_checked(net, meta, args.out, val_lr)
     metrics = {
         "model": os.path.basename(args.out), "init": os.path.basename(args.init), "arch": net.arch,
         "params": nets.param_count(net), "steps": args.steps, "batch": args.batch, "patch": args.patch,
@@ -140,12 +134,10 @@ def main():
         "total_seconds": round(time.time() - t0, 1), "device": str(device), "torch": torch.__version__,
         "onnx_vs_torch_max_abs_diff": max_diff,
     }
-    metrics_path = os.path.splitext(args.out)[0] + ".metrics.json"
-    with open(metrics_path, "w") as f:
-        json.dump(metrics, f, indent=2)
+    metrics_path = train.write_metrics(args.out, metrics)
     print(f"[finetune] val PSNR-Y {before:.4f} -> {after:.4f} dB ({after - before:+.4f}; bicubic {bicubic:.4f}, "
           f"{after - bicubic:+.3f} dB); wrote {args.out} and {metrics_path}", flush=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -250,6 +250,26 @@ def check_with_onnxruntime(model_path, net, val_lr):
     return worst
 
 
+def export_checked(net, meta: dict, out: str, val_lr) -> float:
+    """Writes `net` as ONNX to `out` with `meta`, after the op-set check; returns the
+    onnxruntime vs torch max abs difference (check_with_onnxruntime fails above 1e-4)."""
+    import onnx
+
+    model = nets.to_onnx(net, meta)
+    nets.check_ops(model)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    onnx.save(model, out)
+    return check_with_onnxruntime(out, net, val_lr)
+
+
+def write_metrics(out: str, metrics: dict) -> str:
+    """Writes `metrics` to NAME.metrics.json next to the model `out`; returns its path."""
+    path = os.path.splitext(out)[0] + ".metrics.json"
+    with open(path, "w") as f:
+        json.dump(metrics, f, indent=2)
+    return path
+
+
 def time_onnxruntime(model_path, width=640, height=360, threads=2, runs=20) -> float:
     """Median ms of ORT CPU inference at width x height input with `threads` intra-op threads."""
     import onnxruntime as ort
@@ -295,15 +315,10 @@ def main():
     print(f"[{args.arch}] {params} parameters, {macs:.0f} MACs per output pixel", flush=True)
     epochs, steps, trained_s, history = train(args, net, train_lr, train_hr, val_lr, val_hr, device)
 
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     meta = {"scale": nets.SCALE, "upscale.arch": args.arch, "upscale.params": params,
             "upscale.macs_per_output_pixel": round(macs), "upscale.input_layout": "NCHW",
             "upscale.range": "0..1", "upscale.residual": "bilinear"}
-    model = nets.to_onnx(net, meta)
-    nets.check_ops(model)
-    import onnx
-    onnx.save(model, args.out)
-    max_diff = check_with_onnxruntime(args.out, net, val_lr)
+    max_diff = export_checked(net, meta, args.out, val_lr)
     ort_ms = time_onnxruntime(args.out)
     final = history[-1]["val_psnr_y"]
     bicubic = data.bicubic_psnr_y(val_lr, val_hr, device)
@@ -323,9 +338,7 @@ def main():
         "torch": torch.__version__, "onnx_vs_torch_max_abs_diff": max_diff,
         "ort_cpu_ms_640x360_2threads_median20": round(ort_ms, 2),
     }
-    metrics_path = os.path.splitext(args.out)[0] + ".metrics.json"
-    with open(metrics_path, "w") as f:
-        json.dump(metrics, f, indent=2)
+    metrics_path = write_metrics(args.out, metrics)
     print(f"[{args.arch}] val PSNR-Y {final:.3f} dB (bicubic {bicubic:.3f}, {final - bicubic:+.3f} dB); "
           f"ORT CPU 640x360 {ort_ms:.1f} ms; wrote {args.out} and {metrics_path}", flush=True)
 
