@@ -1,6 +1,13 @@
-//! Compiles every GLSL shader under `shaders/` to SPIR-V in OUT_DIR with `glslc`, so SPIR-V is
-//! never committed and a shader edit rebuilds the program. Shader `shaders/a/b.comp` becomes
+//! Compiles every GLSL shader under `shaders/` to SPIR-V in OUT_DIR, so SPIR-V is never
+//! committed and a shader edit rebuilds the program. Shader `shaders/a/b.comp` becomes
 //! `OUT_DIR/shaders/a/b.comp.spv`, embedded with `include_bytes!` through `gpu::shader!`.
+//!
+//! Two directives in a shader's leading comment lines shape its build:
+//! - `// variants: FP16 IMAGE_IN` builds one SPIR-V per subset of those defines, named after the
+//!   defines in lower case: `b.comp.spv`, `b.comp.fp16.spv`, `b.comp.image_in.spv`,
+//!   `b.comp.fp16.image_in.spv` (one source, every variant: fp32/fp16 through a type macro).
+//! - `// compiler: glslang` compiles with the `glslang` crate to SPIR-V 1.6 instead of the
+//!   system's `glslc` (Debian 12's glslc cannot compile cooperative-matrix shaders).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,30 +23,142 @@ fn main() {
     for src in &sources {
         println!("cargo:rerun-if-changed={}", src.display());
         let rel = src.strip_prefix(&root).unwrap();
-        let dst = out.join(format!("{}.spv", rel.display()));
-        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
-        let result = Command::new("glslc")
-            .args(["-O", "--target-env=vulkan1.3", "-Werror", "-I"])
-            .arg(&root)
-            .arg(src)
-            .arg("-o")
-            .arg(&dst)
-            .output();
-        match result {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => failures.push(format!(
-                "{}:\n{}",
-                src.display(),
-                String::from_utf8_lossy(&o.stderr)
-            )),
-            Err(e) => panic!(
-                "cannot run `glslc` ({e}): install it with `make setup` (Debian package glslc)"
-            ),
+        let text = std::fs::read_to_string(src).unwrap();
+        let directives = Directives::parse(&text);
+        for defines in directives.subsets() {
+            let mut name = rel.display().to_string();
+            for d in &defines {
+                name.push('.');
+                name.push_str(&d.to_lowercase());
+            }
+            let dst = out.join(format!("{name}.spv"));
+            std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+            let result = if directives.glslang {
+                compile_glslang(&root, &text, &defines, &dst)
+            } else {
+                compile_glslc(&root, src, &defines, &dst)
+            };
+            if let Err(e) = result {
+                failures.push(format!("{name}:\n{e}"));
+            }
         }
     }
     if !failures.is_empty() {
         panic!("shader compilation failed:\n{}", failures.join("\n"));
     }
+}
+
+/// What a shader's leading `//` comment lines ask of the build.
+struct Directives {
+    variants: Vec<String>,
+    glslang: bool,
+}
+
+impl Directives {
+    fn parse(text: &str) -> Self {
+        let mut d = Directives {
+            variants: Vec::new(),
+            glslang: false,
+        };
+        for line in text
+            .lines()
+            .take_while(|l| l.starts_with("//") || l.starts_with('#'))
+        {
+            let line = line.trim_start_matches('/').trim();
+            if let Some(v) = line.strip_prefix("variants:") {
+                d.variants = v.split_whitespace().map(str::to_string).collect();
+            } else if let Some(c) = line.strip_prefix("compiler:") {
+                d.glslang = c.trim() == "glslang";
+            }
+        }
+        d
+    }
+
+    /// Every subset of the variant defines, in declaration order (the empty one first).
+    fn subsets(&self) -> Vec<Vec<String>> {
+        (0..1u32 << self.variants.len())
+            .map(|mask| {
+                self.variants
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| mask & (1 << i) != 0)
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+fn compile_glslc(root: &Path, src: &Path, defines: &[String], dst: &Path) -> Result<(), String> {
+    let result = Command::new("glslc")
+        .args(["-O", "--target-env=vulkan1.3", "-Werror", "-I"])
+        .arg(root)
+        .args(defines.iter().map(|d| format!("-D{d}")))
+        .arg(src)
+        .arg("-o")
+        .arg(dst)
+        .output();
+    match result {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).into_owned()),
+        Err(e) => {
+            panic!("cannot run `glslc` ({e}): install it with `make setup` (Debian package glslc)")
+        }
+    }
+}
+
+/// Compiles with the vendored glslang (SPIR-V 1.6, Vulkan 1.3). `#include "x"` lines are
+/// expanded here, from `shaders/`, nested ones too; defines go right after `#version`.
+fn compile_glslang(root: &Path, text: &str, defines: &[String], dst: &Path) -> Result<(), String> {
+    use glslang::{Compiler, CompilerOptions, ShaderInput, ShaderSource, ShaderStage, Target};
+    let mut source = String::new();
+    for line in text.lines() {
+        expand_line(root, line, &mut source, 0)?;
+        if line.starts_with("#version") {
+            for d in defines {
+                source.push_str(&format!("#define {d}\n"));
+            }
+        }
+    }
+    let compiler = Compiler::acquire().ok_or("glslang could not be initialised")?;
+    let options = CompilerOptions {
+        target: Target::Vulkan {
+            version: glslang::VulkanVersion::Vulkan1_3,
+            spirv_version: glslang::SpirvVersion::SPIRV1_6,
+        },
+        ..Default::default()
+    };
+    let source = ShaderSource::from(source);
+    let input = ShaderInput::new(&source, ShaderStage::Compute, &options, None, None)
+        .map_err(|e| e.to_string())?;
+    let words = compiler
+        .create_shader(input)
+        .map_err(|e| e.to_string())?
+        .compile()
+        .map_err(|e| e.to_string())?;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    std::fs::write(dst, bytes).map_err(|e| e.to_string())
+}
+
+/// Appends `line` to `out`, replaced by the file's text (expanded the same way) when it is an
+/// `#include "x"` of a file under `root`.
+fn expand_line(root: &Path, line: &str, out: &mut String, depth: usize) -> Result<(), String> {
+    let Some(inc) = line.trim().strip_prefix("#include") else {
+        out.push_str(line);
+        out.push('\n');
+        return Ok(());
+    };
+    let file = inc.trim().trim_matches('"');
+    if depth > 8 {
+        return Err(format!("{file}: includes nested more than 8 deep"));
+    }
+    let path = root.join(file);
+    println!("cargo:rerun-if-changed={}", path.display());
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{file}: {e}"))?;
+    for l in text.lines() {
+        expand_line(root, l, out, depth + 1)?;
+    }
+    Ok(())
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -58,7 +177,6 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
-
 /// The commit the program is built from, for reports (`UPSCALE_BUILD_COMMIT`, empty without
 /// git): a binary carried to another machine cannot ask that machine's checkout.
 fn build_commit() {

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use upscale_demo::app::dataset::DatasetArgs;
 use upscale_demo::app::quality::QualityArgs;
 use upscale_demo::app::run_model::{RunEngine, RunModelArgs};
+use upscale_demo::infer::Precision;
 use upscale_demo::render::compare::CompareSide;
 use upscale_demo::upscale::Pattern;
 
@@ -140,6 +141,16 @@ pub(crate) struct RunModelCli {
     pub(crate) outputs: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "in-stream")]
     pub(crate) engine: RunEngine,
+    /// The in-stream engine's storage precision (fp16 needs shaderFloat16 and 16-bit storage).
+    #[arg(long, value_parser = parse_precision, default_value = "fp32")]
+    pub(crate) precision: Precision,
+    /// The reference plan (one dispatch per op, the direct conv kernel) instead of the fused
+    /// fast path.
+    #[arg(long)]
+    pub(crate) reference: bool,
+    /// Print what the plan chose (dispatches, kernels, barriers, what was not fused).
+    #[arg(long)]
+    pub(crate) plan: bool,
 }
 
 #[derive(Args)]
@@ -172,6 +183,9 @@ pub(crate) struct QualityCli {
     /// Write quality.json here.
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
+    /// The in-stream engine's storage precision (--pattern in-stream).
+    #[arg(long, value_parser = parse_precision, default_value = "fp32")]
+    pub(crate) precision: Precision,
 }
 
 #[derive(Args)]
@@ -196,6 +210,9 @@ impl From<RunModelCli> for RunModelArgs {
             inputs: c.inputs,
             outputs: c.outputs,
             engine: c.engine,
+            precision: c.precision,
+            reference: c.reference,
+            print_plan: c.plan,
         }
     }
 }
@@ -220,8 +237,13 @@ impl From<QualityCli> for QualityArgs {
             seed: c.seed,
             supersample: c.supersample,
             out: c.out,
+            precision: c.precision,
         }
     }
+}
+
+pub(crate) fn parse_precision(s: &str) -> Result<Precision, String> {
+    Precision::parse(s).ok_or_else(|| format!("unknown precision \"{s}\"; one of: fp32, fp16"))
 }
 
 pub(crate) fn parse_compare_side(s: &str) -> Result<CompareSide, String> {

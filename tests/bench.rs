@@ -108,10 +108,11 @@ fn bench_writes_all_reports_with_plausible_figures() {
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     check_header(&json);
     let runs = json["runs"].as_array().unwrap();
-    // 64x36: bilinear + 2 models × 3 ML patterns; 48x27: bilinear only.
-    assert_eq!(runs.len(), 8, "runs: {runs:#?}");
+    // 64x36: bilinear + 2 models × 3 ML patterns, in-stream in fp32 and fp16 (lavapipe has
+    // both); 48x27: bilinear only.
+    assert_eq!(runs.len(), 10, "runs: {runs:#?}");
     let unavailable = json["unavailable"].as_array().unwrap();
-    assert_eq!(unavailable.len(), 6, "{unavailable:#?}");
+    assert_eq!(unavailable.len(), 8, "{unavailable:#?}");
     for u in unavailable {
         assert_eq!(u["resolution"]["render"], serde_json::json!([48, 27]));
         assert!(!u["reason"].as_str().unwrap().is_empty(), "{u}");
@@ -200,6 +201,17 @@ fn check_run(run: &Value) {
             !run["layers"].as_array().unwrap().is_empty(),
             "{name}: no layers"
         );
+        let precision = run["precision"].as_str().unwrap();
+        let engine = &run["engine"];
+        assert_eq!(engine["precision"], precision, "{name}: {engine}");
+        // lavapipe has no cooperative matrices: the packed kernels run the convs.
+        assert_eq!(engine["conv_path"], "packed", "{name}: {engine}");
+        assert!(
+            engine["dispatches"].as_u64().unwrap() >= 1,
+            "{name}: {engine}"
+        );
+    } else {
+        assert!(run["precision"].is_null(), "{name}");
     }
     let psnr = &run["psnr"];
     for key in ["psnr_y", "psnr_rgb"] {
@@ -288,7 +300,7 @@ fn check_markdown(md: &str, runs: &[Value]) {
 
 fn check_csv(csv: &str) {
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 1 + 8 + 6, "{csv}");
+    assert_eq!(lines.len(), 1 + 10 + 8, "{csv}");
     let head: Vec<&str> = lines[0].split(',').collect();
     for col in [
         "pattern",
@@ -304,9 +316,9 @@ fn check_csv(csv: &str) {
     ] {
         assert!(head.contains(&col), "report.csv lacks column {col}");
     }
-    assert_eq!(lines.iter().filter(|l| l.contains(",ok,")).count(), 8);
+    assert_eq!(lines.iter().filter(|l| l.contains(",ok,")).count(), 10);
     assert_eq!(
         lines.iter().filter(|l| l.contains(",unavailable,")).count(),
-        6
+        8
     );
 }

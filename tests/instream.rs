@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use upscale_demo::app::config::Config;
 use upscale_demo::app::headless::{self, HeadlessArgs};
 use upscale_demo::gpu::{Gpu, Validation};
-use upscale_demo::infer::{self, tensor, Engine, Graph, InferError, Plan};
+use upscale_demo::infer::{self, tensor, Engine, Graph, InferError, Plan, Precision};
 use upscale_demo::upscale::model::{self, ExecutionProvider, OrtModel};
 use upscale_demo::upscale::{self, Pattern};
 
@@ -236,30 +236,43 @@ fn sixty_headless_frames_are_validation_clean_with_a_span_per_layer() {
     let out = common::out_dir("instream_60");
     let summary = headless_run(&config("in-stream", "tiny_x2.onnx"), &out, 60, None);
     assert_eq!(summary.pattern, "in-stream");
-    for stage in [
-        "upscale",
-        "to_tensor",
-        "Conv+Relu:conv1",
-        "Conv:conv2",
-        "DepthToSpace:depth_to_space",
-        "from_tensor",
-    ] {
+    // The fused plan: the pre-process runs inside the first conv, DepthToSpace and the
+    // post-process inside the last; no conversion passes of their own.
+    for stage in ["upscale", "Conv+Relu:conv1", "Conv+DepthToSpace:conv2"] {
         assert!(
             summary.stages.contains_key(stage),
             "no {stage} in {:?}",
             summary.stages.keys()
         );
     }
+    for stage in ["to_tensor", "from_tensor"] {
+        assert!(!summary.stages.contains_key(stage), "{stage} was not fused");
+    }
     let layers: Vec<&str> = summary.layers.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(
         layers,
-        [
-            "Conv+Relu:conv1",
-            "Conv:conv2",
-            "DepthToSpace:depth_to_space"
-        ],
-        "summary.layers lists the layers in execution order"
+        ["Conv+Relu:conv1", "Conv+DepthToSpace:conv2"],
+        "summary.layers lists the dispatches in execution order"
     );
+    let engine = summary.engine.as_ref().expect("summary.engine");
+    // precision = "auto": fp16 where the device stores it (lavapipe does).
+    let fp16 = {
+        let (gpu, _) = Gpu::new(Validation::from_env(), &[], "", None).unwrap();
+        Precision::Fp16.unsupported_on(&gpu.info).is_none()
+    };
+    assert_eq!(
+        engine.precision,
+        if fp16 {
+            Precision::Fp16
+        } else {
+            Precision::Fp32
+        }
+    );
+    assert_eq!(
+        engine.conv_path, "packed",
+        "lavapipe has no cooperative matrix"
+    );
+    assert_eq!((engine.dispatches, engine.fused_groups), (2, 2));
     assert_eq!(summary.host_copy_bytes, 0, "no host step");
     assert_eq!(summary.bus_bytes, 0);
 }

@@ -17,6 +17,7 @@ fn args(out: &Path, pattern: Pattern) -> QualityArgs {
         seed: 1,
         supersample: 2,
         out: Some(out.to_path_buf()),
+        precision: upscale_demo::infer::Precision::Fp32,
     }
 }
 

@@ -59,6 +59,7 @@ fn a_too_old_runtime_is_refused_with_both_versions() {
         provider: ExecutionProvider::Cpu,
         intra_threads: Some(1),
         shared_domain: Default::default(),
+        precision: Default::default(),
     };
     let why = upscale::probe(Pattern::CpuRoundtrip, &ml, (64, 36), (128, 72)).unwrap_err();
     assert_eq!(why, msg, "the pattern is greyed with the same reason");

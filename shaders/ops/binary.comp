@@ -1,12 +1,14 @@
 #version 450
+// variants: FP16
 // Element-wise Add, Sub, Mul, Div, PRelu with numpy broadcasting (OP selects). Shapes are
 // padded to rank 4 on the host; a broadcast dimension has stride 0 in its operand.
+#include "ops/precision.glsl"
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint OP = 0u;
 
-layout(set = 0, binding = 0) readonly buffer A { float a[]; };
-layout(set = 0, binding = 1) readonly buffer B { float b[]; };
-layout(set = 0, binding = 2) writeonly buffer Y { float y[]; };
+layout(set = 0, binding = 0) readonly buffer A { sfp a[]; };
+layout(set = 0, binding = 1) readonly buffer B { sfp b[]; };
+layout(set = 0, binding = 2) writeonly buffer Y { sfp y[]; };
 
 layout(push_constant) uniform Push {
     uvec4 dims;
@@ -29,8 +31,8 @@ void main() {
         ia += c * p.a_strides[d];
         ib += c * p.b_strides[d];
     }
-    float va = a[ia];
-    float vb = b[ib];
+    float va = float(a[ia]);
+    float vb = float(b[ib]);
     float r;
     switch (OP) {
     case 0u: r = va + vb; break;
@@ -39,5 +41,5 @@ void main() {
     case 3u: r = va / vb; break;
     default: r = va < 0.0 ? va * vb : va; break;
     }
-    y[i] = r;
+    y[i] = sfp(r);
 }

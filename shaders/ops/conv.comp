@@ -1,4 +1,5 @@
 #version 450
+// variants: FP16
 // 2D convolution, NCHW, batch 1: any kernel size, stride, dilation, padding, groups (depthwise
 // included), bias, and the following activation fused as an epilogue (ACT).
 //
@@ -10,6 +11,7 @@
 // [group][oc block][ic][ky][kx][OC_BLOCK], so one tap's OC_BLOCK weights are two vec4 loads.
 // When even one channel's tile does not fit (huge kernels or dilations), the host sets DIRECT
 // and the taps are read from global memory instead.
+#include "ops/precision.glsl"
 #include "ops/activation.glsl"
 
 layout(local_size_x = 16, local_size_y = 8) in;
@@ -23,10 +25,10 @@ const uint THREADS = TILE_W * TILE_H;
 const uint SMEM_INPUT = 2048u;
 const uint SMEM_WEIGHT_VEC4 = 512u;
 
-layout(set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(set = 0, binding = 1) readonly buffer W { vec4 w[]; };
-layout(set = 0, binding = 2) readonly buffer B { float bias[]; };
-layout(set = 0, binding = 3) writeonly buffer Y { float y[]; };
+layout(set = 0, binding = 0) readonly buffer X { sfp x[]; };
+layout(set = 0, binding = 1) readonly buffer W { sfpvec4 w[]; };
+layout(set = 0, binding = 2) readonly buffer B { sfp bias[]; };
+layout(set = 0, binding = 3) writeonly buffer Y { sfp y[]; };
 
 layout(push_constant) uniform Push {
     uint in_h, in_w;
@@ -58,10 +60,10 @@ void accumulate_direct(uint g, uint wbase, uint ox, uint oy) {
                 if (ix < 0 || ix >= int(p.in_w)) {
                     continue;
                 }
-                float v = x[plane + uint(iy) * p.in_w + uint(ix)];
+                float v = float(x[plane + uint(iy) * p.in_w + uint(ix)]);
                 uint wi = wbase + ((c * taps) + ky * p.kw + kx) * 2u;
-                acc0 += v * w[wi];
-                acc1 += v * w[wi + 1u];
+                acc0 += v * vec4(w[wi]);
+                acc1 += v * vec4(w[wi + 1u]);
             }
         }
     }
@@ -86,11 +88,11 @@ void accumulate_tiled(uint g, uint wbase, bool in_image) {
             int ix = ix0 + int(r % p.tile_in_w);
             bool inside = iy >= 0 && iy < int(p.in_h) && ix >= 0 && ix < int(p.in_w);
             uint plane = (g * p.ic_per_group + c0 + c) * p.in_h * p.in_w;
-            s_in[i] = inside ? x[plane + uint(iy) * p.in_w + uint(ix)] : 0.0;
+            s_in[i] = inside ? float(x[plane + uint(iy) * p.in_w + uint(ix)]) : 0.0;
         }
         uint wfirst = wbase + c0 * taps * 2u;
         for (uint i = lid; i < n * taps * 2u; i += THREADS) {
-            s_w[i] = w[wfirst + i];
+            s_w[i] = vec4(w[wfirst + i]);
         }
         barrier();
         if (!in_image) {
@@ -136,7 +138,7 @@ void main() {
             break;
         }
         uint oc = g * p.oc_per_group + oc_local;
-        float v = activate(ACT, sums[j] + bias[oc], p.alpha, p.beta);
-        y[(oc * p.out_h + oy) * p.out_w + ox] = v;
+        float v = activate(ACT, sums[j] + float(bias[oc]), p.alpha, p.beta);
+        y[(oc * p.out_h + oy) * p.out_w + ox] = sfp(v);
     }
 }

@@ -1,11 +1,13 @@
 #version 450
+// variants: FP16
 // DepthToSpace: each output element picks its source channel by block offset. CRD (PyTorch's
 // PixelShuffle) takes channel c*b*b + i*b + j; DCR (ONNX's default) (i*b + j)*C + c.
+#include "ops/precision.glsl"
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const bool CRD = false;
 
-layout(set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(set = 0, binding = 1) writeonly buffer Y { float y[]; };
+layout(set = 0, binding = 0) readonly buffer X { sfp x[]; };
+layout(set = 0, binding = 1) writeonly buffer Y { sfp y[]; };
 
 layout(push_constant) uniform Push {
     uint out_c;

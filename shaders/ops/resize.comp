@@ -1,13 +1,16 @@
 #version 450
+// variants: FP16
 // Resize of the two spatial axes of an NCHW tensor, nearest or (bi)linear. COORD is ONNX's
 // coordinate_transformation_mode, ROUND its nearest_mode (numbers as in resize.rs).
+#include "ops/precision.glsl"
+#include "ops/resize_coord.glsl"
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const bool LINEAR = false;
 layout(constant_id = 1) const uint COORD = 0u;
 layout(constant_id = 2) const uint ROUND = 0u;
 
-layout(set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(set = 0, binding = 1) writeonly buffer Y { float y[]; };
+layout(set = 0, binding = 0) readonly buffer X { sfp x[]; };
+layout(set = 0, binding = 1) writeonly buffer Y { sfp y[]; };
 
 layout(push_constant) uniform Push {
     uint in_h;
@@ -18,23 +21,6 @@ layout(push_constant) uniform Push {
     float scale_w;
     uint count;
 } p;
-
-// The input coordinate of output coordinate `o` along an axis.
-float source(uint o, float scale, uint in_len, uint out_len) {
-    float fo = float(o);
-    switch (COORD) {
-    case 1u: // pytorch_half_pixel
-        return out_len > 1u ? (fo + 0.5) / scale - 0.5 : 0.0;
-    case 2u: // align_corners
-        return out_len > 1u ? fo * float(in_len - 1u) / float(out_len - 1u) : 0.0;
-    case 3u: // asymmetric
-        return fo / scale;
-    case 4u: // tf_half_pixel_for_nearest
-        return (fo + 0.5) / scale;
-    default: // half_pixel
-        return (fo + 0.5) / scale - 0.5;
-    }
-}
 
 uint nearest(float s, uint len) {
     float r;
@@ -55,8 +41,8 @@ void main() {
     uint ox = i % p.out_w;
     uint oy = (i / p.out_w) % p.out_h;
     uint plane = (i / (p.out_w * p.out_h)) * p.in_h * p.in_w;
-    float sy = source(oy, p.scale_h, p.in_h, p.out_h);
-    float sx = source(ox, p.scale_w, p.in_w, p.out_w);
+    float sy = resize_source(COORD, oy, p.scale_h, p.in_h, p.out_h);
+    float sx = resize_source(COORD, ox, p.scale_w, p.in_w, p.out_w);
     if (!LINEAR) {
         y[i] = x[plane + nearest(sy, p.in_h) * p.in_w + nearest(sx, p.in_w)];
         return;
@@ -69,7 +55,7 @@ void main() {
     uint x1 = min(x0 + 1u, p.in_w - 1u);
     float ty = sy - float(y0);
     float tx = sx - float(x0);
-    float top = mix(x[plane + y0 * p.in_w + x0], x[plane + y0 * p.in_w + x1], tx);
-    float bottom = mix(x[plane + y1 * p.in_w + x0], x[plane + y1 * p.in_w + x1], tx);
-    y[i] = mix(top, bottom, ty);
+    float top = mix(float(x[plane + y0 * p.in_w + x0]), float(x[plane + y0 * p.in_w + x1]), tx);
+    float bottom = mix(float(x[plane + y1 * p.in_w + x0]), float(x[plane + y1 * p.in_w + x1]), tx);
+    y[i] = sfp(mix(top, bottom, ty));
 }

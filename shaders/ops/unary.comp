@@ -1,13 +1,15 @@
 #version 450
+// variants: FP16
 // Element-wise activation (Relu, LeakyRelu, Clip, Sigmoid, Tanh) of a tensor that no Conv
 // could absorb; KIND selects the function.
+#include "ops/precision.glsl"
 #include "ops/activation.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint KIND = 0u;
 
-layout(set = 0, binding = 0) readonly buffer X { float x[]; };
-layout(set = 0, binding = 1) writeonly buffer Y { float y[]; };
+layout(set = 0, binding = 0) readonly buffer X { sfp x[]; };
+layout(set = 0, binding = 1) writeonly buffer Y { sfp y[]; };
 
 layout(push_constant) uniform Push {
     uint count;
@@ -20,5 +22,5 @@ void main() {
     if (i >= p.count) {
         return;
     }
-    y[i] = activate(KIND, x[i], p.alpha, p.beta);
+    y[i] = sfp(activate(KIND, float(x[i]), p.alpha, p.beta));
 }

@@ -63,7 +63,9 @@ impl OffscreenTarget {
             ImageDesc::new_2d(
                 output,
                 vk::Format::R8G8B8A8_UNORM,
-                vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSFER_SRC,
+                vk::ImageUsageFlags::COLOR_ATTACHMENT
+                    | vk::ImageUsageFlags::STORAGE
+                    | vk::ImageUsageFlags::TRANSFER_SRC,
             ),
         )?;
         let buffer = |name, e: vk::Extent2D| Buffer::readback_rgba8(gpu, name, e);
@@ -104,6 +106,7 @@ impl OffscreenTarget {
             extent: self.output,
             initial: TARGET_REUSE,
             final_state: barrier::TRANSFER_SRC,
+            storage: true,
             wait: None,
             signal: None,
             capture: capture.then_some(self.readback.raw),

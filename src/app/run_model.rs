@@ -8,7 +8,7 @@ use anyhow::{bail, Context as _};
 use onnx_protobuf::{Message, TensorProto};
 
 use crate::gpu::{Gpu, Validation};
-use crate::infer::{tensor, Engine, Graph, Plan};
+use crate::infer::{tensor, Engine, Graph, Plan, PlanOptions, Precision};
 use crate::upscale::model::{self, ExecutionProvider, OrtModel};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -24,6 +24,12 @@ pub struct RunModelArgs {
     pub inputs: Vec<PathBuf>,
     pub outputs: Vec<PathBuf>,
     pub engine: RunEngine,
+    /// The in-stream engine's storage precision.
+    pub precision: Precision,
+    /// The reference plan instead of the fused fast path.
+    pub reference: bool,
+    /// Print the plan's report.
+    pub print_plan: bool,
 }
 
 /// A named float tensor.
@@ -61,7 +67,7 @@ pub fn run(args: &RunModelArgs) -> anyhow::Result<Vec<HostTensor>> {
         .map(read_tensor)
         .collect::<anyhow::Result<Vec<_>>>()?;
     let outputs = match args.engine {
-        RunEngine::InStream => run_in_stream(&args.model, &inputs)?,
+        RunEngine::InStream => run_in_stream(args, &inputs)?,
         RunEngine::Ort => run_ort(&args.model, &inputs)?,
     };
     let paths = output_paths(&args.outputs, outputs.len())?;
@@ -88,11 +94,27 @@ fn output_paths(given: &[PathBuf], count: usize) -> anyhow::Result<Vec<PathBuf>>
     }
 }
 
-fn run_in_stream(path: &Path, inputs: &[HostTensor]) -> anyhow::Result<Vec<HostTensor>> {
-    let graph = Graph::load(path)?;
+fn run_in_stream(args: &RunModelArgs, inputs: &[HostTensor]) -> anyhow::Result<Vec<HostTensor>> {
+    let graph = Graph::load(&args.model)?;
     let shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape.clone()).collect();
-    let plan = Plan::new(&graph, &shapes)?;
     let (gpu, _) = Gpu::new(Validation::from_env(), &[], "", None)?;
+    if let Some(why) = args.precision.unsupported_on(&gpu.info) {
+        bail!("--precision {}: {why}", args.precision);
+    }
+    let options = if args.reference {
+        PlanOptions {
+            precision: args.precision,
+            ..PlanOptions::reference()
+        }
+    } else {
+        PlanOptions::fast(&gpu.info, args.precision, false)
+    };
+    let plan = Plan::with_options(&graph, &shapes, &options)?;
+    if args.print_plan {
+        for line in plan.report() {
+            println!("{line}");
+        }
+    }
     let engine = Engine::new(&gpu, plan)?;
     let data: Vec<&[f32]> = inputs.iter().map(|t| t.data.as_slice()).collect();
     let result = engine.run(&gpu, &data);

@@ -13,6 +13,7 @@ use super::{models, paths};
 use crate::game::{textures, world::World};
 use crate::gpu::swapchain::Swapchain;
 use crate::gpu::{Gpu, Validation};
+use crate::infer::PrecisionChoice;
 use crate::render::compare::CompareSide;
 use crate::render::overlay::{self, Action, CompareView, Hud, OverlayModel};
 use crate::render::{Renderer, Sizes};
@@ -273,6 +274,32 @@ impl Session {
         Ok(())
     }
 
+    /// Sets the in-stream engine's precision (`upscale.precision`): the upscaler is rebuilt
+    /// with it; on failure the previous one keeps running and the notice says why.
+    pub fn switch_precision(&mut self, choice: PrecisionChoice) -> Result<(), String> {
+        let mut config = self.config.clone();
+        config.upscale.precision = choice.name().into();
+        let result = ml_settings(&config)
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|ml| {
+                self.renderer
+                    .switch_model(&self.gpu, ml)
+                    .map_err(|e| format!("precision {}: {e:#}", choice.name()))
+            });
+        match &result {
+            Ok(()) => {
+                tracing::info!("precision: {}", choice.name());
+                self.config = config;
+                self.notice = None;
+            }
+            Err(why) => {
+                tracing::warn!("{why}");
+                self.notice = Some(why.clone());
+            }
+        }
+        result
+    }
+
     /// The next available pattern after the current one.
     pub fn next_pattern(&self) -> Pattern {
         let current = self.renderer.pattern();
@@ -297,6 +324,8 @@ impl Session {
             model: &self.model_labels[self.model_index],
             models: &self.model_labels,
             model_index: Some(self.model_index),
+            precision: PrecisionChoice::parse(&self.config.upscale.precision)
+                .expect("validated with the config"),
             device: &self.gpu.info,
             validation_errors: self.gpu.validation_errors(),
             host_copy_bytes: self.renderer.host_copy_bytes(),
@@ -329,6 +358,9 @@ impl Session {
                 let model = self.models[i].clone();
                 // The outcome is in the notice; the overlay shows it.
                 let _ = self.switch_model(&model);
+            }
+            Some(Action::SetPrecision(p)) => {
+                let _ = self.switch_precision(p);
             }
             None => {}
         }
@@ -502,6 +534,8 @@ pub fn ml_settings(config: &Config) -> anyhow::Result<MlSettings> {
         provider: ort.execution_provider.parse()?,
         intra_threads: (ort.intra_threads > 0).then_some(ort.intra_threads),
         shared_domain: DomainChoice::parse(&config.upscale.shared_domain)
+            .expect("validated with the config"),
+        precision: PrecisionChoice::parse(&config.upscale.precision)
             .expect("validated with the config"),
     })
 }

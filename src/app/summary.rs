@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::session::{Session, SwitchCounts};
 use super::soak::SoakReport;
+use crate::infer::EngineSummary;
 use crate::render::stats::{Percentiles, Stats};
 use crate::render::Renderer;
 
@@ -60,6 +61,9 @@ pub struct Summary {
     pub bus_bytes: u64,
     /// How the pattern ran (e.g. the shared-memory domain), empty when nothing to say.
     pub pattern_note: String,
+    /// What the in-stream engine chose (in-stream only): precision, conv kernels, dispatches
+    /// per frame and how many of them run several graph nodes.
+    pub engine: Option<EngineSummary>,
     /// Pattern and model switches asked for during the run, and how many were refused.
     pub switches: SwitchCounts,
     /// The last problem shown to the player (a refused switch, ...), if any.
@@ -151,6 +155,7 @@ impl Summary {
             host_copy_bytes: renderer.host_copy_bytes(),
             bus_bytes: renderer.bus_bytes(),
             pattern_note: renderer.describe(),
+            engine: renderer.engine(),
             compare: compare_summary(renderer),
             switches: session.switches,
             notice: session.notice.clone(),

@@ -370,6 +370,7 @@ impl Running {
                         extent: swapchain.extent,
                         initial: barrier::ACQUIRED,
                         final_state: barrier::PRESENT,
+                        storage: false,
                         wait: Some(sem),
                         signal: Some(swapchain.present_ready[i as usize]),
                         capture: shot.as_ref().map(|b| b.raw),

@@ -35,6 +35,30 @@ pub struct DeviceInfo {
     /// VkPhysicalDeviceIDProperties::deviceUUID as 32 hex digits: the same GPU seen by another
     /// API (CUDA's cuDeviceGetUuid) reports the same bytes.
     pub device_uuid: String,
+    /// shaderFloat16 and 16-bit storage buffers: the engine's fp16 precision (enabled when
+    /// present).
+    pub fp16_storage: bool,
+    /// Cooperative-matrix shapes (VK_KHR_cooperative_matrix, subgroup scope) the engine's
+    /// matrix-unit convolution can use: fp16 A and B, any accumulator. Empty without the
+    /// extension or its feature.
+    pub cooperative_matrix: Vec<CoopMatShape>,
+    /// Shared memory one compute work group may use, in bytes.
+    pub max_compute_shared_memory: u32,
+    /// The default subgroup size of compute shaders.
+    pub subgroup_size: u32,
+    /// A compute pipeline can require full subgroups of `subgroup_size`
+    /// (VK_EXT_subgroup_size_control, core in 1.3, enabled when present).
+    pub subgroup_size_control: bool,
+}
+
+/// One M×N×K shape of `vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR` with fp16 A and B:
+/// D (M×N) = A (M×K) · B (K×N) + C, accumulated in fp32 (`fp32_accumulator`) or fp16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CoopMatShape {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub fp32_accumulator: bool,
 }
 
 /// A window surface the chosen queue must be able to present to.
@@ -88,7 +112,7 @@ impl Gpu {
             surface: s,
         });
         let (physical, queue_family) = pick_device(&instance.raw, device_filter, support.as_ref())?;
-        let info = read_info(&instance.raw, physical, queue_family);
+        let info = read_info(&instance, physical, queue_family);
         let device = create_device(
             &instance.raw,
             physical,
@@ -264,16 +288,20 @@ fn pick_queue_family(
     })
 }
 
-fn read_info(instance: &ash::Instance, pd: vk::PhysicalDevice, family: u32) -> DeviceInfo {
+fn read_info(vk_instance: &Instance, pd: vk::PhysicalDevice, family: u32) -> DeviceInfo {
+    let instance = &vk_instance.raw;
     let mut driver = vk::PhysicalDeviceDriverProperties::default();
     let mut host = vk::PhysicalDeviceExternalMemoryHostPropertiesEXT::default();
     let mut ids = vk::PhysicalDeviceIDProperties::default();
+    let mut v11 = vk::PhysicalDeviceVulkan11Properties::default();
     let mut props2 = vk::PhysicalDeviceProperties2::default()
         .push_next(&mut driver)
         .push_next(&mut host)
-        .push_next(&mut ids);
+        .push_next(&mut ids)
+        .push_next(&mut v11);
     unsafe { instance.get_physical_device_properties2(pd, &mut props2) };
     let props = props2.properties;
+    let features = Features::read(instance, pd);
     let families = unsafe { instance.get_physical_device_queue_family_properties(pd) };
     let extensions =
         unsafe { instance.enumerate_device_extension_properties(pd) }.unwrap_or_default();
@@ -316,7 +344,75 @@ fn read_info(instance: &ash::Instance, pd: vk::PhysicalDevice, family: u32) -> D
         external_memory_fd: has(khr::external_memory_fd::NAME),
         external_semaphore_fd: has(khr::external_semaphore_fd::NAME),
         device_uuid: hex(&ids.device_uuid),
+        fp16_storage: features.fp16_storage(),
+        cooperative_matrix: if features.cooperative_matrix && has(khr::cooperative_matrix::NAME) {
+            coop_mat_shapes(vk_instance, pd)
+        } else {
+            Vec::new()
+        },
+        max_compute_shared_memory: props.limits.max_compute_shared_memory_size,
+        subgroup_size: v11.subgroup_size,
+        subgroup_size_control: features.subgroup_size_control,
     }
+}
+
+/// The optional device features the engine uses, as the device reports them.
+#[derive(Clone, Copy, Debug, Default)]
+struct Features {
+    shader_float16: bool,
+    storage_buffer_16bit: bool,
+    cooperative_matrix: bool,
+    vulkan_memory_model: bool,
+    subgroup_size_control: bool,
+}
+
+impl Features {
+    fn read(instance: &ash::Instance, pd: vk::PhysicalDevice) -> Self {
+        let mut v11 = vk::PhysicalDeviceVulkan11Features::default();
+        let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
+        let mut v13 = vk::PhysicalDeviceVulkan13Features::default();
+        let mut coop = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
+        let mut f2 = vk::PhysicalDeviceFeatures2::default()
+            .push_next(&mut v11)
+            .push_next(&mut v12)
+            .push_next(&mut v13)
+            .push_next(&mut coop);
+        unsafe { instance.get_physical_device_features2(pd, &mut f2) };
+        Features {
+            shader_float16: v12.shader_float16 == vk::TRUE,
+            storage_buffer_16bit: v11.storage_buffer16_bit_access == vk::TRUE,
+            // The KHR shaders use the Vulkan memory model (SPIR-V 1.6).
+            cooperative_matrix: coop.cooperative_matrix == vk::TRUE
+                && v12.vulkan_memory_model == vk::TRUE,
+            vulkan_memory_model: v12.vulkan_memory_model == vk::TRUE,
+            subgroup_size_control: v13.subgroup_size_control == vk::TRUE
+                && v13.compute_full_subgroups == vk::TRUE,
+        }
+    }
+
+    fn fp16_storage(&self) -> bool {
+        self.shader_float16 && self.storage_buffer_16bit
+    }
+}
+
+/// The subgroup-scope shapes with fp16 A and B that the device offers.
+fn coop_mat_shapes(instance: &Instance, pd: vk::PhysicalDevice) -> Vec<CoopMatShape> {
+    let loader = khr::cooperative_matrix::Instance::new(&instance.entry, &instance.raw);
+    let props = unsafe { loader.get_physical_device_cooperative_matrix_properties(pd) };
+    let f16 = vk::ComponentTypeKHR::FLOAT16;
+    let f32 = vk::ComponentTypeKHR::FLOAT32;
+    props
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| p.scope == vk::ScopeKHR::SUBGROUP && p.a_type == f16 && p.b_type == f16)
+        .filter(|p| p.c_type == p.result_type && (p.c_type == f16 || p.c_type == f32))
+        .map(|p| CoopMatShape {
+            m: p.m_size,
+            n: p.n_size,
+            k: p.k_size,
+            fp32_accumulator: p.c_type == f32,
+        })
+        .collect()
 }
 
 /// Lower-case hex of `bytes`, as device UUIDs are compared and reported.
@@ -351,6 +447,10 @@ fn create_device(
     if info.external_semaphore_fd {
         extensions.push(khr::external_semaphore_fd::NAME);
     }
+    // The in-stream engine's matrix-unit convolution, when the device offers a shape it uses.
+    if !info.cooperative_matrix.is_empty() {
+        extensions.push(khr::cooperative_matrix::NAME);
+    }
     if let Some(missing) = extensions.iter().find(|e| !has(e)) {
         return Err(Error::NoDevice(format!(
             "{} lacks the extension {}",
@@ -363,19 +463,35 @@ fn create_device(
     let queues = [vk::DeviceQueueCreateInfo::default()
         .queue_family_index(family)
         .queue_priorities(&priorities)];
+    // The engine's optional paths (fp16 storage, matrix units, full subgroups) are enabled
+    // where the device has them; `info` tells the engine which ones it may use.
+    let optional = Features::read(instance, pd);
+    let fp16 = info.fp16_storage;
+    let coop = !info.cooperative_matrix.is_empty();
+    let mut v11 = vk::PhysicalDeviceVulkan11Features::default().storage_buffer16_bit_access(fp16);
     let mut v12 = vk::PhysicalDeviceVulkan12Features::default()
         .timeline_semaphore(true)
-        .host_query_reset(true);
+        .host_query_reset(true)
+        .shader_float16(fp16)
+        .vulkan_memory_model(optional.vulkan_memory_model);
     let mut v13 = vk::PhysicalDeviceVulkan13Features::default()
         .synchronization2(true)
         .dynamic_rendering(true)
         // glslc's Vulkan 1.3 output declares work-group sizes with LocalSizeId.
-        .maintenance4(true);
-    let create = vk::DeviceCreateInfo::default()
+        .maintenance4(true)
+        .subgroup_size_control(info.subgroup_size_control)
+        .compute_full_subgroups(info.subgroup_size_control);
+    let mut coop_features =
+        vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default().cooperative_matrix(coop);
+    let mut create = vk::DeviceCreateInfo::default()
         .queue_create_infos(&queues)
         .enabled_extension_names(&ext_ptrs)
+        .push_next(&mut v11)
         .push_next(&mut v12)
         .push_next(&mut v13);
+    if coop {
+        create = create.push_next(&mut coop_features);
+    }
     Ok(unsafe { instance.create_device(pd, &create, None)? })
 }
 

@@ -7,12 +7,26 @@ use ash::vk;
 
 use super::{Gpu, Result};
 
-/// The SPIR-V of `shaders/<path>`, compiled by build.rs.
+/// The SPIR-V of `shaders/<path>`, compiled by build.rs; with a second argument, one of the
+/// shader's variants (`shader!("ops/conv.comp", "fp16")`: built with `-DFP16`, see build.rs).
 #[macro_export]
 macro_rules! shader {
-    ($path:literal) => {
-        include_bytes!(concat!(env!("OUT_DIR"), "/shaders/", $path, ".spv"))
-    };
+    ($path:literal) => {{
+        let spirv: &'static [u8] =
+            include_bytes!(concat!(env!("OUT_DIR"), "/shaders/", $path, ".spv"));
+        spirv
+    }};
+    ($path:literal, $variant:literal) => {{
+        let spirv: &'static [u8] = include_bytes!(concat!(
+            env!("OUT_DIR"),
+            "/shaders/",
+            $path,
+            ".",
+            $variant,
+            ".spv"
+        ));
+        spirv
+    }};
 }
 
 pub fn shader_module(gpu: &Gpu, name: &str, spirv: &[u8]) -> Result<vk::ShaderModule> {
@@ -101,6 +115,21 @@ pub fn compute_specialized(
     push_size: u32,
     spec: &[u32],
 ) -> Result<Pipeline> {
+    compute_full(gpu, name, spirv, bindings, push_size, spec, None)
+}
+
+/// [`compute_specialized`], and with `full_subgroups` the shader runs in full subgroups of
+/// that size (cooperative-matrix shaders split their work group by subgroup; needs
+/// `DeviceInfo::subgroup_size_control`).
+pub fn compute_full(
+    gpu: &Gpu,
+    name: &str,
+    spirv: &[u8],
+    bindings: &[vk::DescriptorType],
+    push_size: u32,
+    spec: &[u32],
+    full_subgroups: Option<u32>,
+) -> Result<Pipeline> {
     let (set_layout, layout) = layout(
         gpu,
         name,
@@ -119,6 +148,13 @@ pub fn compute_specialized(
         .name(c"main");
     if !spec.is_empty() {
         stage = stage.specialization_info(&spec_info);
+    }
+    let mut subgroup = vk::PipelineShaderStageRequiredSubgroupSizeCreateInfo::default()
+        .required_subgroup_size(full_subgroups.unwrap_or(0));
+    if full_subgroups.is_some() {
+        stage = stage
+            .flags(vk::PipelineShaderStageCreateFlags::REQUIRE_FULL_SUBGROUPS)
+            .push_next(&mut subgroup);
     }
     let info = vk::ComputePipelineCreateInfo::default()
         .stage(stage)
@@ -268,6 +304,7 @@ fn create_graphics(
 }
 
 /// Writes for one push-descriptor update; kept here so passes only list their resources.
+#[derive(Clone, Copy, Debug)]
 pub enum Binding {
     SampledImage(vk::ImageView, vk::Sampler),
     StorageImage(vk::ImageView),

@@ -8,12 +8,39 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 
 use super::error::{InferError, Result};
-use super::ops::Recorder;
+use super::ops::{FrameImages, Recorder};
 use super::pipelines::Pipelines;
+use super::pipelines::{PipeId, PipelineDesc};
 use super::plan::{Plan, TensorInfo};
+use super::precision::Precision;
 use crate::gpu::barrier;
+use crate::gpu::pipeline::Binding;
 use crate::gpu::timestamps::Timestamps;
 use crate::gpu::{Buffer, Gpu};
+use crate::shader;
+
+/// What the engine chose for a model, as the overlay and `summary.json` show it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct EngineSummary {
+    pub precision: Precision,
+    /// The convolution kernels: "coopmat" (matrix units), "packed" (several pixels and
+    /// channels per invocation) or "direct" (one pixel, eight channels per invocation).
+    pub conv_path: &'static str,
+    /// Compute dispatches per inference.
+    pub dispatches: usize,
+    /// Dispatches that run more than one graph node.
+    pub fused_groups: usize,
+}
+
+impl EngineSummary {
+    /// One line for the overlay.
+    pub fn line(&self) -> String {
+        format!(
+            "engine: {}, {} conv, {} dispatches ({} fused)",
+            self.precision, self.conv_path, self.dispatches, self.fused_groups
+        )
+    }
+}
 
 pub struct Engine {
     plan: Plan,
@@ -23,6 +50,9 @@ pub struct Engine {
     tensor_buffers: Vec<vk::Buffer>,
     /// Span label per op, interned (timestamp labels are `&'static str`).
     labels: Vec<&'static str>,
+    /// With frame I/O: the frame → input tensor and output tensor → frame conversions, where
+    /// no op fused them away.
+    convert: [Option<PipeId>; 2],
 }
 
 /// One `&'static str` per distinct label for the whole process: reloading a model (a pattern
@@ -41,12 +71,17 @@ fn intern(label: &str) -> &'static str {
 impl Engine {
     pub fn new(gpu: &Gpu, plan: Plan) -> Result<Self> {
         let labels = plan.ops.iter().map(|op| intern(op.label())).collect();
+        if let Some(why) = plan.options.precision.unsupported_on(&gpu.info) {
+            return Err(InferError::Input(why));
+        }
+        let precision = plan.options.precision;
         let mut engine = Engine {
             plan,
-            pipelines: Pipelines::default(),
+            pipelines: Pipelines::new(precision),
             slots: Vec::new(),
             tensor_buffers: Vec::new(),
             labels,
+            convert: [None; 2],
         };
         match engine.create(gpu) {
             Ok(()) => Ok(engine),
@@ -60,6 +95,17 @@ impl Engine {
     fn create(&mut self, gpu: &Gpu) -> Result<()> {
         for op in &mut self.plan.ops {
             op.prepare(gpu, &mut self.pipelines)?;
+        }
+        if self.plan.options.frame_io {
+            let needed = [self.plan.input_tensor_needed, !self.plan.output_in_frame];
+            for (i, desc) in frame_conversions(self.plan.options.precision)
+                .into_iter()
+                .enumerate()
+            {
+                if needed[i] {
+                    self.convert[i] = Some(self.pipelines.get_desc(gpu, desc)?);
+                }
+            }
         }
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER
             | vk::BufferUsageFlags::TRANSFER_SRC
@@ -86,6 +132,25 @@ impl Engine {
 
     pub fn plan(&self) -> &Plan {
         &self.plan
+    }
+
+    pub fn summary(&self) -> EngineSummary {
+        let kernels: Vec<&str> = self
+            .plan
+            .ops
+            .iter()
+            .filter_map(|op| op.conv_kernel())
+            .collect();
+        let conv_path = ["coopmat", "packed", "direct"]
+            .into_iter()
+            .find(|k| kernels.contains(k))
+            .unwrap_or("direct");
+        EngineSummary {
+            precision: self.plan.options.precision,
+            conv_path,
+            dispatches: self.plan.ops.len() + self.convert.iter().flatten().count(),
+            fused_groups: self.plan.ops.iter().filter(|op| op.nodes() > 1).count(),
+        }
     }
 
     /// The span label of every op, in execution order.
@@ -116,16 +181,81 @@ impl Engine {
         &self,
         gpu: &Gpu,
         cmd: vk::CommandBuffer,
+        timestamps: Option<&mut Timestamps>,
+    ) {
+        self.record_ops(gpu, cmd, None, timestamps);
+    }
+
+    /// Records the network between the frame's images (a frame-I/O plan): the conversion of
+    /// the scene image into the input tensor where an op reads it, the ops, and the conversion
+    /// of the output tensor into the upscaled image where no op wrote it there (spans
+    /// `to_tensor`, one per op, `from_tensor`). The caller orders the scene's writes before
+    /// and the upscaled image's reads after.
+    ///
+    /// # Safety
+    /// As [`Engine::record`]; the images are in the states [`FrameImages`] gives and outlive
+    /// the command buffer's execution.
+    pub unsafe fn record_frame(
+        &self,
+        gpu: &Gpu,
+        cmd: vk::CommandBuffer,
+        frame: FrameImages,
         mut timestamps: Option<&mut Timestamps>,
     ) {
-        let rec = Recorder {
+        let rec = self.recorder(gpu, cmd, Some(frame));
+        if let Some(pre) = self.convert[0] {
+            let input = self.tensor_buffers[self.plan.inputs[0]];
+            let bindings = [
+                Binding::SampledImage(frame.input, frame.sampler),
+                Binding::StorageBuffer(input),
+            ];
+            let extent = &self.plan.tensors[self.plan.inputs[0]].shape;
+            timed(gpu, cmd, timestamps.as_deref_mut(), "to_tensor", || {
+                rec.dispatch_with(pre, &bindings, &(), image_groups(extent[3], extent[2]));
+            });
+            rec.barrier();
+        }
+        self.record_ops(gpu, cmd, Some(frame), timestamps.as_deref_mut());
+        if let Some(post) = self.convert[1] {
+            rec.barrier();
+            let output = self.tensor_buffers[self.plan.outputs[0]];
+            let bindings = [
+                Binding::StorageBuffer(output),
+                Binding::StorageImage(frame.output),
+            ];
+            let extent = &self.plan.tensors[self.plan.outputs[0]].shape;
+            timed(gpu, cmd, timestamps, "from_tensor", || {
+                rec.dispatch_with(post, &bindings, &(), image_groups(extent[3], extent[2]));
+            });
+        }
+    }
+
+    fn recorder<'a>(
+        &'a self,
+        gpu: &'a Gpu,
+        cmd: vk::CommandBuffer,
+        frame: Option<FrameImages>,
+    ) -> Recorder<'a> {
+        Recorder {
             gpu,
             cmd,
             pipes: &self.pipelines,
             tensors: &self.tensor_buffers,
-        };
+            frame,
+        }
+    }
+
+    /// Every op, a span around each, barriers where the plan puts them.
+    unsafe fn record_ops(
+        &self,
+        gpu: &Gpu,
+        cmd: vk::CommandBuffer,
+        frame: Option<FrameImages>,
+        mut timestamps: Option<&mut Timestamps>,
+    ) {
+        let rec = self.recorder(gpu, cmd, frame);
         for (k, op) in self.plan.ops.iter().enumerate() {
-            if k > 0 {
+            if k > 0 && self.plan.barriers[k] {
                 rec.barrier();
             }
             let span = timestamps
@@ -141,6 +271,11 @@ impl Engine {
     /// One inference with host data (tests, `run-model`): uploads `inputs`, runs, reads the
     /// outputs back. Staging buffers are made for this call; not for the frame loop.
     pub fn run(&self, gpu: &Gpu, inputs: &[&[f32]]) -> Result<Vec<Vec<f32>>> {
+        if self.plan.options.frame_io {
+            return Err(InferError::Input(
+                "this plan reads and writes the frame's images: run it with run_frame".into(),
+            ));
+        }
         if inputs.len() != self.plan.inputs.len() {
             return Err(InferError::Input(format!(
                 "{} input(s) given, the model has {}",
@@ -166,21 +301,21 @@ impl Engine {
     ) -> Result<Vec<Vec<f32>>> {
         for (i, data) in inputs.iter().enumerate() {
             let info = self.input(i).1;
-            if data.len() as u64 * 4 != info.bytes() {
+            if data.len() as u64 != info.elements() {
                 return Err(InferError::Input(format!(
                     "input \"{}\" needs {} values (shape {:?}), {} given",
                     info.name,
-                    info.bytes() / 4,
+                    info.elements(),
                     info.shape,
                     data.len()
                 )));
             }
             let usage = vk::BufferUsageFlags::TRANSFER_SRC;
-            let bytes: &[u8] = bytemuck::cast_slice(data);
-            let bytes = if bytes.is_empty() {
+            let encoded = info.dtype.encode(data);
+            let bytes = if encoded.is_empty() {
                 &[0u8; 4][..]
             } else {
-                bytes
+                &encoded[..]
             };
             let b = Buffer::with_data(gpu, "run input staging", usage, bytes)?;
             b.flush_for_device(gpu)?;
@@ -201,8 +336,9 @@ impl Engine {
         let mut outputs = Vec::new();
         for (i, b) in staged_out.iter().enumerate() {
             b.invalidate_for_host(gpu)?;
-            let n = self.output(i).1.bytes() as usize;
-            outputs.push(bytemuck::pod_collect_to_vec(&b.mapped()[..n]));
+            let info = self.output(i).1;
+            let n = info.bytes() as usize;
+            outputs.push(info.dtype.decode(&b.mapped()[..n]));
         }
         Ok(outputs)
     }
@@ -257,6 +393,7 @@ impl Engine {
     }
 
     pub fn destroy(self, gpu: &Gpu) {
+        // The conversions' pipelines are in `pipelines`.
         for b in self.slots {
             b.destroy(gpu);
         }
@@ -264,5 +401,72 @@ impl Engine {
             op.destroy(gpu);
         }
         self.pipelines.destroy(gpu);
+    }
+}
+
+/// Work groups of the 16 × 8 conversion shaders over a `width` × `height` image.
+fn image_groups(width: usize, height: usize) -> [u32; 3] {
+    [width.div_ceil(16) as u32, height.div_ceil(8) as u32, 1]
+}
+
+/// The frame → input tensor and output tensor → frame conversions in `precision`.
+fn frame_conversions(precision: Precision) -> [PipelineDesc; 2] {
+    let [pre, post] = match precision {
+        Precision::Fp32 => [
+            shader!("upscale/instream_pre.comp"),
+            shader!("upscale/instream_post.comp"),
+        ],
+        Precision::Fp16 => [
+            shader!("upscale/instream_pre.comp", "fp16"),
+            shader!("upscale/instream_post.comp", "fp16"),
+        ],
+    };
+    let desc = |name: &str, spirv, bindings| PipelineDesc {
+        name: format!("{name} {precision}"),
+        spirv,
+        bindings,
+        push_size: 0,
+        spec: Vec::new(),
+        full_subgroups: None,
+    };
+    [
+        desc(
+            "in-stream pre",
+            pre,
+            vec![
+                vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                vk::DescriptorType::STORAGE_BUFFER,
+            ],
+        ),
+        desc(
+            "in-stream post",
+            post,
+            vec![
+                vk::DescriptorType::STORAGE_BUFFER,
+                vk::DescriptorType::STORAGE_IMAGE,
+            ],
+        ),
+    ]
+}
+
+/// Runs `f` (which records commands into `cmd`) inside a timestamp span named `label`, when
+/// timestamps are on.
+///
+/// # Safety
+/// `cmd` is recording.
+unsafe fn timed(
+    gpu: &Gpu,
+    cmd: vk::CommandBuffer,
+    timestamps: Option<&mut Timestamps>,
+    label: &'static str,
+    f: impl FnOnce(),
+) {
+    match timestamps {
+        Some(t) => {
+            let span = t.begin(gpu, cmd, label);
+            f();
+            t.end(gpu, cmd, span);
+        }
+        None => f(),
     }
 }

@@ -42,6 +42,9 @@ pub struct Target {
     pub initial: State,
     /// The state the image must be in when the frame ends (PRESENT for the swapchain).
     pub final_state: State,
+    /// The image takes storage writes (an RGBA8 UNORM image made with STORAGE usage): the
+    /// composite runs as a compute pass.
+    pub storage: bool,
     /// Swapchain acquire semaphore, waited on before the composite writes the image.
     pub wait: Option<vk::Semaphore>,
     /// Present-ready semaphore, signalled by the frame's last submission.
@@ -236,6 +239,10 @@ impl Renderer {
 
     pub fn describe(&self) -> String {
         self.upscaler.describe()
+    }
+
+    pub fn engine(&self) -> Option<crate::infer::EngineSummary> {
+        self.upscaler.engine()
     }
 
     /// Replaces the upscaler. The old one goes to the deferred-destroy list of the slot that

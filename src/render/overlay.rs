@@ -8,6 +8,7 @@ use super::compare::{ComparePsnr, CompareSide};
 use super::stats::Stats;
 use super::Sizes;
 use crate::gpu::DeviceInfo;
+use crate::infer::{Precision, PrecisionChoice};
 use crate::upscale::Pattern;
 
 /// The game state the HUD shows.
@@ -31,6 +32,8 @@ pub struct OverlayModel<'a> {
     /// The model picker's entries (short names) and the current one's index, if listed.
     pub models: &'a [String],
     pub model_index: Option<usize>,
+    /// The in-stream engine's precision setting (`upscale.precision`).
+    pub precision: PrecisionChoice,
     pub device: &'a DeviceInfo,
     pub validation_errors: u32,
     pub host_copy_bytes: u64,
@@ -63,6 +66,7 @@ pub enum Action {
     SetDivider(f32),
     /// An index into [`OverlayModel::models`].
     SwitchModel(usize),
+    SetPrecision(PrecisionChoice),
 }
 
 pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Option<Action> {
@@ -100,6 +104,9 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
             ));
             if let Some(i) = model_picker(ui, model) {
                 action = Some(Action::SwitchModel(i));
+            }
+            if let Some(p) = precision_picker(ui, model) {
+                action = Some(Action::SetPrecision(p));
             }
             ui.small(format!(
                 "GPU: {} ({})",
@@ -362,6 +369,36 @@ fn model_picker(ui: &mut egui::Ui, model: &OverlayModel) -> Option<usize> {
                     }
                 }
             });
+    });
+    picked
+}
+
+/// The in-stream engine's precision: auto, fp32, fp16 (greyed, with the reason, where the
+/// device cannot store fp16).
+fn precision_picker(ui: &mut egui::Ui, model: &OverlayModel) -> Option<PrecisionChoice> {
+    let mut picked = None;
+    let fp16 = Precision::Fp16.unsupported_on(model.device);
+    ui.horizontal(|ui| {
+        ui.small("precision");
+        for choice in [
+            PrecisionChoice::Auto,
+            PrecisionChoice::Fp32,
+            PrecisionChoice::Fp16,
+        ] {
+            let allowed = choice != PrecisionChoice::Fp16 || fp16.is_none();
+            let current = model.precision == choice;
+            let label = ui.add_enabled(
+                allowed,
+                egui::Button::selectable(current, RichText::new(choice.name()).small()),
+            );
+            let label = match (&fp16, choice) {
+                (Some(why), PrecisionChoice::Fp16) => label.on_disabled_hover_text(why),
+                _ => label,
+            };
+            if label.clicked() && !current {
+                picked = Some(choice);
+            }
+        }
     });
     picked
 }

@@ -185,6 +185,12 @@ pub trait Upscaler {
         String::new()
     }
 
+    /// What the in-stream engine chose (precision, kernels, dispatches), for patterns that run
+    /// it.
+    fn engine(&self) -> Option<crate::infer::EngineSummary> {
+        None
+    }
+
     /// Destroys GPU objects; called only after every frame that used them has completed.
     fn destroy(self: Box<Self>, gpu: &Gpu);
 }
@@ -199,6 +205,8 @@ pub struct MlSettings {
     pub intra_threads: Option<usize>,
     /// Where the shared-memory pattern keeps its tensors (`upscale.shared_domain`).
     pub shared_domain: shared::DomainChoice,
+    /// The in-stream engine's storage precision (`upscale.precision`).
+    pub precision: crate::infer::PrecisionChoice,
 }
 
 impl MlSettings {

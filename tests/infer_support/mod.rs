@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 use onnx_protobuf::attribute_proto::AttributeType;
 use onnx_protobuf::{AttributeProto, ModelProto, NodeProto, TensorProto, ValueInfoProto};
 use upscale_demo::gpu::{Gpu, Validation};
-use upscale_demo::infer::{tensor, Engine, Graph, Plan};
+use upscale_demo::infer::{tensor, Engine, Graph, Plan, PlanOptions, Precision};
 
 /// One device for the whole file: tests run on several threads and a queue must not be used
 /// by two at once.
@@ -133,17 +133,62 @@ pub struct Ran {
     pub labels: Vec<String>,
 }
 
+/// Runs the model on the reference plan (fp32, one dispatch per op) and returns that run; on
+/// the way it also runs every other plan this device has and checks them against it:
+/// - the fused fast path in fp32 must give the same bits (it computes the same sums in the
+///   same order: "fp32 stays the reference");
+/// - the fast path in fp16 (fp16 storage, fp32 arithmetic) within [`fp16_tolerance`].
 pub fn run(m: &ModelProto, inputs: &[(&[usize], &[f32])]) -> Ran {
     let graph = Graph::from_model(m, "<memory>").unwrap();
     let shapes: Vec<Vec<usize>> = inputs.iter().map(|(s, _)| s.to_vec()).collect();
-    let plan = Plan::new(&graph, &shapes).unwrap();
     let gpu = gpu();
-    let engine = Engine::new(&gpu, plan).unwrap();
     let data: Vec<&[f32]> = inputs.iter().map(|(_, d)| *d).collect();
-    let mut outs = engine.run(&gpu, &data).unwrap();
+    let reference = run_plan(&gpu, Plan::new(&graph, &shapes).unwrap(), &data);
+    for precision in Precision::ALL {
+        if precision.unsupported_on(&gpu.info).is_some() {
+            println!("fast path {precision}: skipped, the device cannot store it");
+            continue;
+        }
+        let options = PlanOptions::fast(&gpu.info, precision, false);
+        let fast = run_plan(
+            &gpu,
+            Plan::with_options(&graph, &shapes, &options).unwrap(),
+            &data,
+        );
+        assert_eq!(fast.shape, reference.shape);
+        match precision {
+            Precision::Fp32 => assert!(
+                fast.out
+                    .iter()
+                    .zip(&reference.out)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "the fp32 fast path ({:?}) differs from the reference ({:?}): max abs {:e}",
+                fast.labels,
+                reference.labels,
+                max_err(&fast.out, &reference.out)
+            ),
+            Precision::Fp16 => {
+                let tol = fp16_tolerance(&reference.out);
+                check("fast path fp16", &fast.out, &reference.out, tol);
+            }
+        }
+    }
+    reference
+}
+
+/// fp16 storage keeps 11 significant bits: every stored tensor adds a relative error up to
+/// 2^-11, and sums of many stored terms more. Stated per test as 1e-2 of the output's largest
+/// magnitude (at least 1e-2): what the issue allows on 0..1 images.
+pub fn fp16_tolerance(want: &[f32]) -> f32 {
+    1e-2 * want.iter().fold(1.0f32, |m, v| m.max(v.abs()))
+}
+
+fn run_plan(gpu: &Gpu, plan: Plan, data: &[&[f32]]) -> Ran {
+    let engine = Engine::new(gpu, plan).unwrap();
+    let mut outs = engine.run(gpu, data).unwrap();
     let shape = engine.output(0).1.shape.clone();
     let labels = engine.labels().iter().map(|s| s.to_string()).collect();
-    engine.destroy(&gpu);
+    engine.destroy(gpu);
     assert_eq!(gpu.validation_errors(), 0, "validation errors");
     Ran {
         out: outs.remove(0),

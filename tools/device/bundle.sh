@@ -9,4 +9,19 @@ cp -r assets models config.toml .devrun/
 sed -e 's/^output_width = 1280/output_width = 1920/' -e 's/^output_height = 720/output_height = 1080/' \
     config.toml > .devrun/config-1080.toml
 grep -q '^output_width = 1920' .devrun/config-1080.toml
+# ENGINE_TESTS=1: the in-stream engine's test binaries too (release, stripped), for
+# tools/device/h200_engine.sh (the cooperative-matrix tests cannot run here).
+if [ "${ENGINE_TESTS:-0}" = 1 ]; then
+    mkdir -p .devrun/tests
+    cargo test --release --no-run --test infer_fast --test infer_conv --test infer_ops \
+        --message-format=json 2>/dev/null \
+        | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])' \
+        | while read -r exe; do cp "$exe" ".devrun/tests/$(basename "$exe" | sed 's/-[0-9a-f]*$//')"; done
+    strip .devrun/tests/*
+    ls .devrun/tests
+fi
 du -sh .devrun

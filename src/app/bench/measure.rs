@@ -14,6 +14,7 @@ use super::report::{FramePsnr, NamedStage, PsnrReport, Resolution, RunReport};
 use crate::app::headless::{render_scripted, OffscreenTarget};
 use crate::app::quality::metrics;
 use crate::app::session::Session;
+use crate::infer::Precision;
 use crate::render::stats::{self, Stats};
 use crate::upscale::Pattern;
 
@@ -28,6 +29,8 @@ pub struct Plan<'a> {
 /// Names a run in the report.
 pub struct RunKey {
     pub pattern: Pattern,
+    /// The in-stream engine's precision (in-stream runs only).
+    pub precision: Option<Precision>,
     pub model: Option<String>,
     pub model_path: Option<String>,
     pub resolution: Resolution,
@@ -35,8 +38,9 @@ pub struct RunKey {
 
 impl RunKey {
     pub fn label(&self) -> String {
+        let precision = self.precision.map_or(String::new(), |p| format!(" {p}"));
         format!(
-            "{} {} {}",
+            "{} {} {}{precision}",
             self.resolution.label(),
             self.model.as_deref().unwrap_or("–"),
             self.pattern
@@ -147,6 +151,8 @@ fn collect(s: &Session, key: RunKey, plan: &Plan) -> anyhow::Result<RunReport> {
     let renderer = &s.renderer;
     Ok(RunReport {
         pattern: key.pattern.name().into(),
+        precision: key.precision.map(|p| p.name().to_string()),
+        engine: renderer.engine(),
         model: key.model,
         model_path: key.model_path,
         resolution: key.resolution,

@@ -28,6 +28,7 @@ use super::headless::OffscreenTarget;
 use super::paths;
 use super::session::{ml_settings, Session};
 use crate::game::camera;
+use crate::infer::Precision;
 use crate::render::FRAMES_IN_FLIGHT;
 use crate::upscale::Pattern;
 use measure::{Plan, RunKey};
@@ -267,12 +268,24 @@ fn patterns_for(args: &BenchArgs, index: usize, model: Option<&PathBuf>) -> Vec<
         .collect()
 }
 
+/// The runs of these patterns: in-stream once per precision (fp32, then fp16), the others
+/// once.
+fn with_precisions(patterns: &[Pattern]) -> Vec<(Pattern, Option<Precision>)> {
+    patterns
+        .iter()
+        .flat_map(|&p| match p {
+            Pattern::InStream => Precision::ALL.iter().map(|&q| (p, Some(q))).collect(),
+            _ => vec![(p, None)],
+        })
+        .collect()
+}
+
 /// Every run in the order the bench makes them, as if every pattern were available.
 fn plan(args: &BenchArgs) -> Vec<Planned> {
     let mut plan = Vec::new();
     for res in &args.resolutions {
         for (i, model) in model_slots(args).into_iter().enumerate() {
-            for pattern in patterns_for(args, i, model) {
+            for (pattern, _) in with_precisions(&patterns_for(args, i, model)) {
                 plan.push(Planned {
                     pattern,
                     model: model
@@ -374,9 +387,10 @@ impl Bench<'_> {
     ) -> anyhow::Result<()> {
         // A fresh context per session: its first frame sends the font texture to the new renderer.
         let egui_ctx = egui::Context::default();
-        for &pattern in patterns {
+        for (pattern, precision) in with_precisions(patterns) {
             let key = RunKey {
                 pattern,
+                precision,
                 model: (pattern != Pattern::Bilinear)
                     .then(|| model.map(|m| model_stem(m)))
                     .flatten(),
@@ -390,6 +404,13 @@ impl Bench<'_> {
                 .iter()
                 .find(|p| p.0 == pattern)
                 .map_or(Ok(()), |p| p.1.clone())
+                .and_then(|()| match precision {
+                    Some(p) => match p.unsupported_on(&s.gpu.info) {
+                        Some(why) => Err(why),
+                        None => s.switch_precision(p.into()),
+                    },
+                    None => Ok(()),
+                })
                 .and_then(|()| {
                     s.renderer
                         .switch_pattern(&s.gpu, pattern)
@@ -417,6 +438,7 @@ impl Bench<'_> {
         self.progress.skip_run(index);
         self.report.unavailable.push(Unavailable {
             pattern: key.pattern.name().into(),
+            precision: key.precision.map(|p| p.name().to_string()),
             model: key.model,
             resolution: key.resolution,
             reason,

@@ -160,6 +160,10 @@ pub struct PsnrReport {
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
     pub pattern: String,
+    /// The in-stream engine's storage precision (in-stream runs only).
+    pub precision: Option<String>,
+    /// What the in-stream engine chose (in-stream runs only).
+    pub engine: Option<crate::infer::EngineSummary>,
     /// The model's file stem; None for bilinear.
     pub model: Option<String>,
     pub model_path: Option<String>,
@@ -207,6 +211,7 @@ impl RunReport {
 #[derive(Clone, Debug, Serialize)]
 pub struct Unavailable {
     pub pattern: String,
+    pub precision: Option<String>,
     pub model: Option<String>,
     pub resolution: Resolution,
     pub reason: String,

@@ -1,6 +1,6 @@
 //! `report.md` (for a person) and `report.csv` (one row per pattern × model × resolution).
 //!
-//! CSV columns, in order: `pattern, model, model_path, render_w, render_h, output_w, output_h,
+//! CSV columns, in order: `pattern, precision` (in-stream runs), `model, model_path, render_w, render_h, output_w, output_h,
 //! status` (`ok` or `unavailable`), `reason`, `warmup, frames`, `frame_{p50,p95,p99}_ms`,
 //! `cpu_{p50,p95,p99}_ms`, `gpu_frame_{p50,p95,p99}_ms`, `host_copy_bytes, bus_bytes,
 //! psnr_y_db, psnr_rgb_db, psnr_frames` (frame numbers joined by `;`), then for every stage any run reported (frame order; in-stream
@@ -178,6 +178,7 @@ pub fn markdown(r: &BenchReport) -> String {
           the scene's end to the upscaled image, host step included. Bytes are per frame.\n\n";
     let mut head = vec![
         "pattern",
+        "precision",
         "model",
         "render → output",
         "frame",
@@ -191,6 +192,7 @@ pub fn markdown(r: &BenchReport) -> String {
     for run in &r.runs {
         let mut cells = vec![
             run.pattern.clone(),
+            run.precision.clone().unwrap_or_default(),
             run.model_label().to_string(),
             run.resolution.label(),
             p50_p99(&run.frame_ms),
@@ -228,7 +230,15 @@ fn layers_section(r: &BenchReport) -> String {
     }
     let mut s = String::from("\n## In-stream layers\n\nGPU ms, p50 / p99, in execution order.\n");
     for run in runs {
-        s += &format!("\n{} at {}:\n\n", run.model_label(), run.resolution.label());
+        s += &format!(
+            "\n{} {} at {}{}:\n\n",
+            run.model_label(),
+            run.precision.as_deref().unwrap_or(""),
+            run.resolution.label(),
+            run.engine
+                .as_ref()
+                .map_or(String::new(), |e| format!(" ({})", e.line()))
+        );
         s += "| layer | p50 / p99 |\n| --- | --- |\n";
         for l in &run.layers {
             s += &row(&[l.name.clone(), p50_p99(&l.stats)]);
@@ -332,6 +342,7 @@ pub fn csv(r: &BenchReport) -> String {
         let res = &u.resolution;
         let mut cells = vec![
             u.pattern.clone(),
+            u.precision.clone().unwrap_or_default(),
             u.model.clone().unwrap_or_default(),
             String::new(),
         ];
@@ -348,6 +359,7 @@ pub fn csv(r: &BenchReport) -> String {
 fn csv_header(stages: &[String]) -> Vec<String> {
     let mut head: Vec<String> = [
         "pattern",
+        "precision",
         "model",
         "model_path",
         "render_w",
@@ -385,6 +397,7 @@ fn csv_run(run: &RunReport, stages: &[String]) -> Vec<String> {
     let res = &run.resolution;
     let mut cells = vec![
         run.pattern.clone(),
+        run.precision.clone().unwrap_or_default(),
         run.model.clone().unwrap_or_default(),
         run.model_path.clone().unwrap_or_default(),
     ];

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::infer::PrecisionChoice;
 use crate::upscale::shared::DomainChoice;
 use crate::upscale::Pattern;
 
@@ -52,6 +53,8 @@ pub struct UpscaleConfig {
     pub model: PathBuf,
     /// The shared-memory pattern's domain: auto, host or cuda.
     pub shared_domain: String,
+    /// The in-stream engine's storage precision: auto, fp32 or fp16.
+    pub precision: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -119,6 +122,7 @@ impl Default for UpscaleConfig {
             pattern: "bilinear".into(),
             model: PathBuf::from("models/quality_x2.onnx"),
             shared_domain: "auto".into(),
+            precision: "auto".into(),
         }
     }
 }
@@ -287,6 +291,13 @@ impl Config {
                 "upscale.shared_domain",
                 &format!("\"{}\"", self.upscale.shared_domain),
                 format!("one of: {}", DomainChoice::ALLOWED),
+            ));
+        }
+        if !PrecisionChoice::NAMES.contains(&self.upscale.precision.as_str()) {
+            return Err(bad(
+                "upscale.precision",
+                &format!("\"{}\"", self.upscale.precision),
+                format!("one of: {}", PrecisionChoice::NAMES.join(", ")),
             ));
         }
         if !["cpu", "cuda"].contains(&self.onnxruntime.execution_provider.as_str()) {

@@ -24,7 +24,7 @@ use super::frames::{FramePair, FrameSource};
 use super::session::ml_settings;
 use crate::game::poses::{self, Split};
 use crate::gpu::Gpu;
-use crate::infer::Engine;
+use crate::infer::{Engine, PlanOptions, Precision};
 use crate::upscale::instream;
 use crate::upscale::model::OrtModel;
 use crate::upscale::roundtrip::{nchw_to_rgba8, rgba8_to_nchw};
@@ -37,6 +37,8 @@ pub struct QualityArgs {
     pub seed: u64,
     pub supersample: u32,
     pub out: Option<PathBuf>,
+    /// The in-stream engine's storage precision.
+    pub precision: Precision,
 }
 
 /// Per-method scores, averaged over the frames (PSNR per frame, then the mean).
@@ -141,10 +143,9 @@ fn tensor_to_image(tensor: &[f32], (w, h): (u32, u32)) -> image::RgbaImage {
 }
 
 /// The model on the in-stream pattern's engine (Vulkan compute on the frame source's device),
-/// with the same 8-bit conversions as the roundtrip path around it.
+/// planned as the pattern plans it: frame images in and out, the fast path in `precision`.
 struct InStreamModel {
     engine: Engine,
-    input: Vec<f32>,
     out_size: (u32, u32),
 }
 
@@ -154,20 +155,26 @@ impl InStreamModel {
         path: &Path,
         render: (u32, u32),
         output: (u32, u32),
+        precision: Precision,
     ) -> anyhow::Result<Self> {
-        let plan = instream::plan(&super::paths::resolve(path), render, output)?;
+        if let Some(why) = precision.unsupported_on(&gpu.info) {
+            anyhow::bail!("--precision {precision}: {why}");
+        }
+        let options = PlanOptions::fast(&gpu.info, precision, true);
+        let plan = instream::plan_with(&super::paths::resolve(path), render, output, &options)?;
         let engine = Engine::new(gpu, plan)?;
         Ok(Self {
             engine,
-            input: vec![0.0; 3 * render.0 as usize * render.1 as usize],
             out_size: output,
         })
     }
 
     fn upscale(&mut self, gpu: &Gpu, lr: &image::RgbaImage) -> anyhow::Result<image::RgbaImage> {
-        rgba8_to_nchw(lr.as_raw(), &mut self.input);
-        let outputs = self.engine.run(gpu, &[&self.input])?;
-        Ok(tensor_to_image(&outputs[0], self.out_size))
+        let pixels = self
+            .engine
+            .run_frame(gpu, lr.as_raw(), lr.width(), lr.height())?;
+        let (w, h) = self.out_size;
+        Ok(image::RgbaImage::from_raw(w, h, pixels).expect("sized by the plan"))
     }
 }
 
@@ -205,7 +212,8 @@ pub fn run(config: &Config, args: &QualityArgs) -> anyhow::Result<QualityReport>
     let (render, output) = (source.render, source.output);
     let mut upscaler = match args.pattern {
         Pattern::InStream => {
-            InStreamModel::load(&source.gpu, &args.model, render, output).map(Upscaler::InStream)
+            InStreamModel::load(&source.gpu, &args.model, render, output, args.precision)
+                .map(Upscaler::InStream)
         }
         _ => RoundtripModel::load(config, &args.model, render, output).map(Upscaler::Roundtrip),
     }

@@ -6,11 +6,11 @@ use crate::gpu::{Buffer, Gpu};
 use crate::infer::error::Result;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
 use crate::infer::tensor::element_count_u32;
-use crate::shader;
+use crate::op_shader;
 
 const SHADER: Shader = Shader {
     name: "ops/binary",
-    spirv: shader!("ops/binary.comp"),
+    spirv: op_shader!("ops/binary.comp"),
     buffers: 3,
     push_size: std::mem::size_of::<Push>() as u32,
 };
@@ -152,6 +152,7 @@ impl Op for Binary {
                     gpu,
                     &format!("{} operand {i}", self.label),
                     data,
+                    pipes.precision(),
                 )?);
             }
         }

@@ -6,11 +6,11 @@ use crate::gpu::Gpu;
 use crate::infer::error::Result;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
 use crate::infer::tensor::element_count_u32;
-use crate::shader;
+use crate::op_shader;
 
 const SHADER: Shader = Shader {
     name: "ops/concat",
-    spirv: shader!("ops/concat.comp"),
+    spirv: op_shader!("ops/concat.comp"),
     buffers: 2,
     push_size: std::mem::size_of::<Push>() as u32,
 };

@@ -3,13 +3,13 @@
 //! (`conv.comp`) explains the tiling.
 
 use super::unary::Activation;
-use super::{Built, Io, NodeCtx, Op, Recorder};
+use super::{Built, Io, NodeCtx, Op, Recorder, TensorId};
 use crate::gpu::{Buffer, Gpu};
 use crate::infer::error::Result;
 use crate::infer::graph::Attrs;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
 use crate::infer::tensor::MAX_ELEMENTS;
-use crate::shader;
+use crate::op_shader;
 
 const TILE_W: usize = 16;
 const TILE_H: usize = 8;
@@ -21,7 +21,7 @@ const SMEM_WEIGHT_VEC4: usize = 512;
 
 const SHADER: Shader = Shader {
     name: "ops/conv",
-    spirv: shader!("ops/conv.comp"),
+    spirv: op_shader!("ops/conv.comp"),
     buffers: 4,
     push_size: std::mem::size_of::<Push>() as u32,
 };
@@ -270,8 +270,16 @@ struct ConvGpu {
     bias: Buffer,
 }
 
-impl Conv {
-    pub fn build(ctx: &NodeCtx, index: usize) -> Result<Built> {
+/// A Conv node's operands, validated: input tensor, geometry, ONNX-layout weights, bias.
+pub struct Parts<'a> {
+    pub x: TensorId,
+    pub geo: Geometry,
+    pub weights: &'a [f32],
+    pub bias: Vec<f32>,
+}
+
+impl<'a> Parts<'a> {
+    pub fn of(ctx: &NodeCtx<'a>) -> Result<Self> {
         let (x, x_shape) = ctx.tensor(0)?;
         let w = ctx
             .constant(1)?
@@ -288,6 +296,23 @@ impl Conv {
             }
             None => vec![0.0; geo.out_c],
         };
+        Ok(Parts {
+            x,
+            geo,
+            weights: &w.data,
+            bias,
+        })
+    }
+}
+
+impl Conv {
+    pub fn build(ctx: &NodeCtx, index: usize) -> Result<Built> {
+        let Parts {
+            x,
+            geo,
+            weights,
+            bias,
+        } = Parts::of(ctx)?;
         let act = ctx.fused.as_ref().map_or(Activation::NONE, |f| f.act);
         let shape = vec![1, geo.out_c, geo.out_h, geo.out_w];
         let op = Conv {
@@ -296,7 +321,7 @@ impl Conv {
                 inputs: vec![x],
                 outputs: ctx.outputs.clone(),
             },
-            weights: pack_weights(&geo, &w.data),
+            weights: pack_weights(&geo, weights),
             geo,
             act,
             bias,
@@ -346,11 +371,26 @@ impl Op for Conv {
         &self.io
     }
 
+    fn nodes(&self) -> usize {
+        1 + (self.act.kind != Activation::NONE.kind) as usize
+    }
+
+    fn conv_kernel(&self) -> Option<&'static str> {
+        Some("direct")
+    }
+
     fn prepare(&mut self, gpu: &Gpu, pipes: &mut Pipelines) -> Result<()> {
         let direct = self.geo.chunking().2 == 0;
         let pipe = pipes.get(gpu, SHADER, &[self.act.kind, direct as u32])?;
-        let weights = super::upload(gpu, &format!("{} weights", self.label), &self.weights)?;
-        let bias = match super::upload(gpu, &format!("{} bias", self.label), &self.bias) {
+        let precision = pipes.precision();
+        let weights = super::upload(
+            gpu,
+            &format!("{} weights", self.label),
+            &self.weights,
+            precision,
+        )?;
+        let bias = match super::upload(gpu, &format!("{} bias", self.label), &self.bias, precision)
+        {
             Ok(b) => b,
             Err(e) => {
                 weights.destroy(gpu);

@@ -6,11 +6,11 @@ use crate::gpu::Gpu;
 use crate::infer::error::Result;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
 use crate::infer::tensor::{element_count_u32, MAX_ELEMENTS};
-use crate::shader;
+use crate::op_shader;
 
 const SHADER: Shader = Shader {
     name: "ops/depth_to_space",
-    spirv: shader!("ops/depth_to_space.comp"),
+    spirv: op_shader!("ops/depth_to_space.comp"),
     buffers: 2,
     push_size: std::mem::size_of::<Push>() as u32,
 };
@@ -61,28 +61,27 @@ pub fn output_shape(x: &[usize], block: usize) -> std::result::Result<Vec<usize>
     ])
 }
 
+/// (blocksize, mode) of a DepthToSpace node, validated.
+pub fn attributes(ctx: &NodeCtx) -> Result<(usize, Mode)> {
+    ctx.attrs.only(&["blocksize", "mode"])?;
+    let block = ctx.attrs.int("blocksize", 0)?;
+    if block < 1 {
+        return Err(ctx.err("blocksize must be a positive integer"));
+    }
+    let mode = match ctx.attrs.string("mode", "DCR")?.as_str() {
+        "DCR" => Mode::Dcr,
+        "CRD" => Mode::Crd,
+        other => return Err(ctx.err(format!("mode {other} is not DCR or CRD"))),
+    };
+    Ok((block as usize, mode))
+}
+
 impl DepthToSpace {
     pub fn build(ctx: &NodeCtx, index: usize) -> Result<Built> {
-        ctx.attrs.only(&["blocksize", "mode"])?;
-        let block = ctx.attrs.int("blocksize", 0)?;
-        if block < 1 {
-            return Err(ctx.err("blocksize must be a positive integer"));
-        }
-        let mode = match ctx.attrs.string("mode", "DCR")?.as_str() {
-            "DCR" => Mode::Dcr,
-            "CRD" => Mode::Crd,
-            other => return Err(ctx.err(format!("mode {other} is not DCR or CRD"))),
-        };
+        let (block, mode) = attributes(ctx)?;
         let (x, shape) = ctx.tensor(0)?;
-        Self::lowered(
-            ctx.label(index),
-            x,
-            shape,
-            block as usize,
-            mode,
-            ctx.outputs.clone(),
-        )
-        .map_err(|e| ctx.err(e))
+        Self::lowered(ctx.label(index), x, shape, block, mode, ctx.outputs.clone())
+            .map_err(|e| ctx.err(e))
     }
 
     /// Also used for the lowered pixel-shuffle pattern.

@@ -6,6 +6,7 @@ pub mod binary;
 pub mod concat;
 pub mod conv;
 pub mod depth_to_space;
+pub mod fused_conv;
 pub mod resize;
 pub mod unary;
 
@@ -14,6 +15,7 @@ use ash::vk;
 use super::error::{InferError, Result};
 use super::graph::Attrs;
 use super::pipelines::{PipeId, Pipelines};
+use super::precision::Precision;
 use super::tensor::Const;
 use crate::gpu::barrier;
 use crate::gpu::pipeline::{self, Binding};
@@ -130,6 +132,18 @@ pub trait Op {
     /// The timestamp span label (see [`NodeCtx::label`]).
     fn label(&self) -> &str;
     fn io(&self) -> &Io;
+    /// How many graph nodes this op runs (2 for a Conv with its activation folded in).
+    fn nodes(&self) -> usize {
+        1
+    }
+    /// The convolution kernel it runs ("direct", "packed", "coopmat"), for convolutions.
+    fn conv_kernel(&self) -> Option<&'static str> {
+        None
+    }
+    /// Whether it writes the graph output into the frame's upscaled image instead of a tensor.
+    fn writes_frame(&self) -> bool {
+        false
+    }
     /// Makes pipelines and weight buffers; load time only.
     fn prepare(&mut self, gpu: &Gpu, pipes: &mut Pipelines) -> Result<()>;
     /// Records the op's dispatches (with barriers between its own dependent dispatches).
@@ -173,6 +187,17 @@ pub fn unsupported(ctx: &NodeCtx) -> InferError {
     }
 }
 
+/// The frame's images, for ops that read the graph input from the scene image or write the
+/// graph output into the upscaled image (the pre- and post-process fused away).
+#[derive(Clone, Copy, Debug)]
+pub struct FrameImages {
+    /// The scene at render resolution (in SAMPLED), with a nearest sampler.
+    pub input: vk::ImageView,
+    pub sampler: vk::Sampler,
+    /// The upscaled image (in GENERAL, written as a storage image).
+    pub output: vk::ImageView,
+}
+
 /// What ops record against.
 pub struct Recorder<'a> {
     pub gpu: &'a Gpu,
@@ -180,11 +205,42 @@ pub struct Recorder<'a> {
     pub pipes: &'a Pipelines,
     /// The buffer holding each runtime tensor (indexed by [`TensorId`]).
     pub tensors: &'a [vk::Buffer],
+    /// The frame's images, when the plan reads or writes them.
+    pub frame: Option<FrameImages>,
 }
 
 impl Recorder<'_> {
     pub fn tensor(&self, id: TensorId) -> vk::Buffer {
         self.tensors[id]
+    }
+
+    /// The frame images; planning made sure the engine records with them.
+    pub fn frame(&self) -> FrameImages {
+        self.frame
+            .expect("a frame-I/O plan is recorded with the frame's images")
+    }
+
+    /// Binds `pipe`, pushes `bindings` as bindings 0.. and `push`, and dispatches `groups`.
+    ///
+    /// # Safety
+    /// As for [`Op::record`].
+    pub unsafe fn dispatch_with<P: bytemuck::Pod>(
+        &self,
+        pipe: PipeId,
+        bindings: &[Binding],
+        push: &P,
+        groups: [u32; 3],
+    ) {
+        let p = self.pipes.at(pipe);
+        let bind = vk::PipelineBindPoint::COMPUTE;
+        self.gpu.device.cmd_bind_pipeline(self.cmd, bind, p.raw);
+        pipeline::push_descriptors(self.gpu, self.cmd, bind, p, bindings);
+        if std::mem::size_of::<P>() > 0 {
+            pipeline::push_constants(self.gpu, self.cmd, p, vk::ShaderStageFlags::COMPUTE, push);
+        }
+        self.gpu
+            .device
+            .cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
     }
 
     /// Binds `pipe`, pushes `buffers` as bindings 0.. and `push`, and dispatches `groups`.
@@ -198,15 +254,11 @@ impl Recorder<'_> {
         push: &P,
         groups: [u32; 3],
     ) {
-        let p = self.pipes.at(pipe);
-        let bind = vk::PipelineBindPoint::COMPUTE;
-        self.gpu.device.cmd_bind_pipeline(self.cmd, bind, p.raw);
-        let bindings: Vec<Binding> = buffers.iter().map(|&b| Binding::StorageBuffer(b)).collect();
-        pipeline::push_descriptors(self.gpu, self.cmd, bind, p, &bindings);
-        pipeline::push_constants(self.gpu, self.cmd, p, vk::ShaderStageFlags::COMPUTE, push);
-        self.gpu
-            .device
-            .cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
+        let mut bindings = [Binding::StorageBuffer(vk::Buffer::null()); 8];
+        for (b, &buffer) in bindings.iter_mut().zip(buffers) {
+            *b = Binding::StorageBuffer(buffer);
+        }
+        self.dispatch_with(pipe, &bindings[..buffers.len()], push, groups);
     }
 
     /// Orders every earlier compute write before every later compute read or write (one
@@ -245,23 +297,33 @@ pub fn groups_1d(count: usize, local: u32) -> [u32; 3] {
     [x as u32, groups.div_ceil(x) as u32, 1]
 }
 
-/// A device-local buffer filled with `data` at load time (weights, constant operands).
-pub fn upload(gpu: &Gpu, name: &str, data: &[f32]) -> Result<crate::gpu::Buffer> {
+/// A device-local buffer filled with `data` in `precision` at load time (weights, constant
+/// operands).
+pub fn upload(
+    gpu: &Gpu,
+    name: &str,
+    data: &[f32],
+    precision: Precision,
+) -> Result<crate::gpu::Buffer> {
     use gpu_allocator::MemoryLocation;
-    let bytes: &[u8] = bytemuck::cast_slice(data);
-    let size = bytes.len().max(4) as u64;
+    // Padded to whole words (at least one): an fp16 scalar is 2 bytes, an empty tensor none.
+    let mut bytes = precision.encode(data);
+    bytes.resize(bytes.len().next_multiple_of(4).max(4), 0);
+    let size = bytes.len() as u64;
     let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST;
     let buffer = crate::gpu::Buffer::new(gpu, name, size, usage, MemoryLocation::GpuOnly)?;
-    let staging = crate::gpu::Buffer::with_data(
+    let staging = match crate::gpu::Buffer::with_data(
         gpu,
         &format!("{name} staging"),
         vk::BufferUsageFlags::TRANSFER_SRC,
-        if bytes.is_empty() {
-            &[0u8; 4][..]
-        } else {
-            bytes
-        },
-    )?;
+        &bytes,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            buffer.destroy(gpu);
+            return Err(e.into());
+        }
+    };
     staging.flush_for_device(gpu)?;
     let result = gpu.one_shot(|cmd| unsafe {
         let region = vk::BufferCopy::default().size(size);

@@ -6,11 +6,11 @@ use crate::gpu::Gpu;
 use crate::infer::error::Result;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
 use crate::infer::tensor::{element_count_u32, Const, MAX_ELEMENTS};
-use crate::shader;
+use crate::op_shader;
 
 const SHADER: Shader = Shader {
     name: "ops/resize",
-    spirv: shader!("ops/resize.comp"),
+    spirv: op_shader!("ops/resize.comp"),
     buffers: 2,
     push_size: std::mem::size_of::<Push>() as u32,
 };
@@ -138,31 +138,18 @@ fn modes(ctx: &NodeCtx) -> Result<[u32; 3]> {
     Ok([linear as u32, coord as u32, round as u32])
 }
 
+/// What a Resize node computes, validated: [linear, coordinate mode, nearest mode], the
+/// output size (H, W) and the scales the coordinate transform uses.
+pub struct Params {
+    pub spec: [u32; 3],
+    pub out: [usize; 2],
+    pub scale: [f32; 2],
+}
+
 impl Resize {
     pub fn build(ctx: &NodeCtx, index: usize) -> Result<Built> {
-        let a = &ctx.attrs;
-        a.only(&[
-            "mode",
-            "coordinate_transformation_mode",
-            "nearest_mode",
-            "cubic_coeff_a",
-            "exclude_outside",
-            "extrapolation_value",
-            "antialias",
-            "keep_aspect_ratio_policy",
-        ])?;
-        let spec = modes(ctx)?;
+        let Params { spec, out, scale } = Self::params(ctx)?;
         let (x, shape) = ctx.tensor(0)?;
-        // Opset 10: (X, scales); 11+: (X, roi, scales, sizes). Empty tensors mean absent.
-        let (scales, sizes) = if ctx.args.len() == 2 {
-            (present(ctx, 1)?, None)
-        } else {
-            (present(ctx, 2)?, present(ctx, 3)?)
-        };
-        let sizes = sizes.map(|c| c.as_ints());
-        let scales = scales.map(|c| c.data.clone());
-        let (out, scale) =
-            geometry(shape, scales.as_deref(), sizes.as_deref()).map_err(|e| ctx.err(e))?;
         let out_shape = vec![shape[0], shape[1], out[0], out[1]];
         let push = Push {
             in_h: shape[2] as u32,
@@ -187,6 +174,34 @@ impl Resize {
             op: Box::new(op),
             shapes: vec![out_shape],
         })
+    }
+
+    /// The node's attributes and geometry, as [`Resize::build`] uses them.
+    pub fn params(ctx: &NodeCtx) -> Result<Params> {
+        let a = &ctx.attrs;
+        a.only(&[
+            "mode",
+            "coordinate_transformation_mode",
+            "nearest_mode",
+            "cubic_coeff_a",
+            "exclude_outside",
+            "extrapolation_value",
+            "antialias",
+            "keep_aspect_ratio_policy",
+        ])?;
+        let spec = modes(ctx)?;
+        let (_, shape) = ctx.tensor(0)?;
+        // Opset 10: (X, scales); 11+: (X, roi, scales, sizes). Empty tensors mean absent.
+        let (scales, sizes) = if ctx.args.len() == 2 {
+            (present(ctx, 1)?, None)
+        } else {
+            (present(ctx, 2)?, present(ctx, 3)?)
+        };
+        let sizes = sizes.map(|c| c.as_ints());
+        let scales = scales.map(|c| c.data.clone());
+        let (out, scale) =
+            geometry(shape, scales.as_deref(), sizes.as_deref()).map_err(|e| ctx.err(e))?;
+        Ok(Params { spec, out, scale })
     }
 }
 

@@ -7,7 +7,7 @@ use crate::gpu::Gpu;
 use crate::infer::error::Result;
 use crate::infer::graph::Attrs;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
-use crate::shader;
+use crate::op_shader;
 
 /// An activation with its parameters (`alpha`: LeakyRelu slope or Clip min; `beta`: Clip max).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -86,7 +86,7 @@ pub fn clip_bounds(ctx: &NodeCtx) -> Result<[Option<f32>; 2]> {
 
 const SHADER: Shader = Shader {
     name: "ops/unary",
-    spirv: shader!("ops/unary.comp"),
+    spirv: op_shader!("ops/unary.comp"),
     buffers: 2,
     push_size: 12,
 };

@@ -8,24 +8,124 @@ use onnx_protobuf::NodeProto;
 
 use super::error::{InferError, Result};
 use super::graph::{node_error, Attrs, Dim, Graph};
+use super::ops::fused_conv::CoopMat;
 use super::ops::{self, Arg, Built, Fused, NodeCtx, Op, TensorId};
 use super::pixel_shuffle;
+use super::precision::Precision;
+use crate::gpu::device::CoopMatShape;
+use crate::gpu::DeviceInfo;
+
+mod fusion;
 use super::tensor;
 
 #[derive(Clone, Debug)]
 pub struct TensorInfo {
     pub name: String,
     pub shape: Vec<usize>,
+    /// The element type the tensor is stored in.
+    pub dtype: Precision,
 }
 
 impl TensorInfo {
-    pub fn bytes(&self) -> u64 {
-        self.shape.iter().product::<usize>() as u64 * 4
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().product::<usize>() as u64
     }
+
+    pub fn bytes(&self) -> u64 {
+        self.elements() * self.dtype.size()
+    }
+}
+
+/// How a graph is planned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// The storage type of every tensor and weight.
+    pub precision: Precision,
+    /// Fuse across ops (stride-1 convs as FusedConv with what follows them); false keeps the
+    /// reference: one dispatch per op (a Conv with its activation), the `direct` conv kernel.
+    pub fuse: bool,
+    /// The graph's one input is read from the frame's scene image and its one output written
+    /// into the upscaled image (the in-stream pattern); ops may then fuse the pre- and
+    /// post-process away.
+    pub frame_io: bool,
+    /// The cooperative-matrix shape to run fp16 convolutions on (None: the packed path).
+    pub coopmat: Option<CoopMat>,
+    /// Shared memory a work group may use, in bytes (tiles are sized to it).
+    pub max_shared_memory: usize,
+}
+
+impl PlanOptions {
+    /// The reference plan: fp32, one dispatch per op, tensors in and out.
+    pub fn reference() -> Self {
+        Self {
+            precision: Precision::Fp32,
+            fuse: false,
+            frame_io: false,
+            coopmat: None,
+            max_shared_memory: 16384,
+        }
+    }
+
+    /// The fast path on `device` in `precision`: fused, on its matrix units where it has a
+    /// shape the engine uses (fp16 only) — see [`choose_coopmat`].
+    pub fn fast(device: &DeviceInfo, precision: Precision, frame_io: bool) -> Self {
+        Self {
+            precision,
+            fuse: true,
+            frame_io,
+            coopmat: match precision {
+                Precision::Fp16 => choose_coopmat(device).ok(),
+                Precision::Fp32 => None,
+            },
+            max_shared_memory: device.max_compute_shared_memory as usize,
+        }
+    }
+}
+
+/// The cooperative-matrix shape the engine uses on `device`: fp16 A and B with an fp32
+/// accumulator, M ∈ {8, 16, 32} (a segment of pixels), N and K dividing 16 (the output-channel
+/// tile and the staged channel chunk), the largest M·N·K first. Err says why there is none.
+pub fn choose_coopmat(device: &DeviceInfo) -> std::result::Result<CoopMat, String> {
+    if device.cooperative_matrix.is_empty() {
+        return Err(format!(
+            "{} has no VK_KHR_cooperative_matrix shape with fp16 inputs",
+            device.name
+        ));
+    }
+    let usable = |s: &&CoopMatShape| {
+        s.fp32_accumulator
+            && [8, 16, 32].contains(&s.m)
+            && [8, 16].contains(&s.n)
+            && [8, 16].contains(&s.k)
+    };
+    let shape = device
+        .cooperative_matrix
+        .iter()
+        .filter(usable)
+        .max_by_key(|s| (s.m * s.n * s.k, s.m))
+        .ok_or_else(|| {
+            format!(
+                "{}'s cooperative-matrix shapes {:?} have no fp32 accumulator with M in 8/16/32 and N, K in 8/16",
+                device.name, device.cooperative_matrix
+            )
+        })?;
+    if device.subgroup_size == 0 || !device.subgroup_size_control {
+        return Err(format!(
+            "{} cannot require full subgroups (subgroupSizeControl), which the matrix kernel's work group split needs",
+            device.name
+        ));
+    }
+    Ok(CoopMat {
+        m: shape.m as usize,
+        n: shape.n as usize,
+        k: shape.k as usize,
+        subgroup: device.subgroup_size as usize,
+    })
 }
 
 pub struct Plan {
     pub file: String,
+    pub options: PlanOptions,
     pub tensors: Vec<TensorInfo>,
     pub ops: Vec<Box<dyn Op>>,
     pub inputs: Vec<TensorId>,
@@ -33,18 +133,86 @@ pub struct Plan {
     /// The buffer (slot) of each tensor, and each slot's size in bytes.
     pub slot_of: Vec<usize>,
     pub slot_bytes: Vec<u64>,
+    /// Whether op k needs a barrier before it: it reads a buffer an op since the last barrier
+    /// wrote, or writes one such an op read or wrote (never before op 0; the caller orders
+    /// the inputs' writes).
+    pub barriers: Vec<bool>,
+    /// With `frame_io`: whether some op reads the graph input as a tensor (so the frame must
+    /// be converted into it first), and whether the graph output is already in the frame's
+    /// image (no conversion after).
+    pub input_tensor_needed: bool,
+    pub output_in_frame: bool,
+    /// What fusion did not do, and why (for the plan's report).
+    pub notes: Vec<String>,
 }
 
 const ACTIVATIONS: [&str; 5] = ["Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh"];
 
 impl Plan {
-    /// Plans `graph` for inputs of `shapes` (one per graph input, in order).
+    /// Plans `graph` for inputs of `shapes` (one per graph input, in order): the reference
+    /// plan ([`PlanOptions::reference`]).
     pub fn new(graph: &Graph, shapes: &[Vec<usize>]) -> Result<Plan> {
-        let mut b = Builder::new(graph);
+        Self::with_options(graph, shapes, &PlanOptions::reference())
+    }
+
+    /// [`Plan::new`] with these options.
+    pub fn with_options(
+        graph: &Graph,
+        shapes: &[Vec<usize>],
+        options: &PlanOptions,
+    ) -> Result<Plan> {
+        let mut b = Builder::new(graph, options.clone());
         b.bind_inputs(shapes)?;
         let order = topological_order(graph)?;
         b.build_ops(&order)?;
         b.finish()
+    }
+}
+
+impl Plan {
+    /// What the plan chose, a line each: the options, every dispatch (its kernel and whether a
+    /// barrier precedes it), what fusion left alone and why.
+    pub fn report(&self) -> Vec<String> {
+        let o = &self.options;
+        let mut lines = vec![format!(
+            "{}: {}, {}, {} ops",
+            self.file,
+            o.precision,
+            if o.fuse {
+                "fused"
+            } else {
+                "one dispatch per op"
+            },
+            self.ops.len()
+        )];
+        if o.frame_io {
+            lines.push(format!(
+                "scene image -> input: {}; output -> upscaled image: {}",
+                if self.input_tensor_needed {
+                    "converted (to_tensor)"
+                } else {
+                    "read by the first conv"
+                },
+                if self.output_in_frame {
+                    "written by the last conv"
+                } else {
+                    "converted (from_tensor)"
+                },
+            ));
+        }
+        for (k, op) in self.ops.iter().enumerate() {
+            let kernel = op
+                .conv_kernel()
+                .map_or(String::new(), |k| format!(" [{k}]"));
+            let barrier = if k > 0 && !self.barriers[k] {
+                " (no barrier before)"
+            } else {
+                ""
+            };
+            lines.push(format!("{k}: {}{kernel}{barrier}", op.label()));
+        }
+        lines.extend(self.notes.iter().cloned());
+        lines
     }
 }
 
@@ -115,6 +283,12 @@ pub fn topological_order(graph: &Graph) -> Result<Vec<usize>> {
 
 struct Builder<'g> {
     graph: &'g Graph,
+    options: PlanOptions,
+    /// Nodes a fused op may absorb, built on their own only if none does (see fusion.rs).
+    deferred: HashSet<usize>,
+    /// Nodes already built or absorbed.
+    done: HashSet<usize>,
+    notes: Vec<String>,
     tensors: Vec<TensorInfo>,
     ids: HashMap<String, TensorId>,
     /// Identity outputs → their input's name.
@@ -125,15 +299,24 @@ struct Builder<'g> {
 }
 
 impl<'g> Builder<'g> {
-    fn new(graph: &'g Graph) -> Self {
+    fn new(graph: &'g Graph, options: PlanOptions) -> Self {
         let mut consumers: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, node) in graph.nodes.iter().enumerate() {
             for input in &node.input {
                 consumers.entry(input.as_str()).or_default().push(i);
             }
         }
+        let deferred = if options.fuse && options.frame_io {
+            fusion::deferred_bases(graph, &consumers)
+        } else {
+            HashSet::new()
+        };
         Self {
             graph,
+            options,
+            deferred,
+            done: HashSet::new(),
+            notes: Vec::new(),
             tensors: Vec::new(),
             ids: HashMap::new(),
             alias: HashMap::new(),
@@ -154,6 +337,7 @@ impl<'g> Builder<'g> {
         self.tensors.push(TensorInfo {
             name: name.into(),
             shape,
+            dtype: self.options.precision,
         });
         self.ids.insert(name.into(), self.tensors.len() - 1);
         self.tensors.len() - 1
@@ -273,9 +457,10 @@ impl<'g> Builder<'g> {
         let graph = self.graph;
         let mut skip = HashSet::new();
         for &i in order {
-            if skip.contains(&i) {
+            if skip.contains(&i) || self.done.contains(&i) || self.deferred.contains(&i) {
                 continue;
             }
+            self.build_deferred_inputs(i)?;
             let node = &graph.nodes[i];
             if node.op_type == "Identity" && node.domain.is_empty() {
                 let (Some(input), Some(output)) = (node.input.first(), node.output.first()) else {
@@ -289,6 +474,12 @@ impl<'g> Builder<'g> {
                 continue;
             }
             let index = self.ops.len();
+            if self.options.fuse && node.op_type == "Conv" && node.domain.is_empty() {
+                if let Some(built) = self.fused_conv(i, index)? {
+                    self.place(built)?;
+                    continue;
+                }
+            }
             let built = if node.op_type == "Reshape" {
                 self.pixel_shuffle(i, index, &mut skip)?
             } else {
@@ -397,7 +588,8 @@ impl<'g> Builder<'g> {
         .map_err(|e| node_error(&self.graph.file, r1, e))
     }
 
-    fn finish(self) -> Result<Plan> {
+    fn finish(mut self) -> Result<Plan> {
+        self.build_remaining_deferred()?;
         let mut outputs = Vec::new();
         for name in &self.graph.outputs {
             match self.resolve(name) {
@@ -424,18 +616,74 @@ impl<'g> Builder<'g> {
         for &t in &outputs {
             last[t] = n + 1;
         }
-        let sizes: Vec<u64> = self.tensors.iter().map(TensorInfo::bytes).collect();
+        let frame_io = self.options.frame_io;
+        let input_tensor_needed = !frame_io
+            || self
+                .ops
+                .iter()
+                .any(|op| self.inputs.iter().any(|i| op.io().inputs.contains(i)));
+        let output_in_frame = frame_io
+            && self
+                .ops
+                .iter()
+                .any(|op| op.writes_frame() && outputs.iter().any(|o| op.io().outputs.contains(o)));
+        // Tensors that live in the frame's images need no buffer.
+        let mut sizes: Vec<u64> = self.tensors.iter().map(TensorInfo::bytes).collect();
+        if !input_tensor_needed {
+            self.inputs.iter().for_each(|&i| sizes[i] = 0);
+        }
+        if output_in_frame {
+            outputs.iter().for_each(|&o| sizes[o] = 0);
+        }
         let (slot_of, slot_bytes) = assign_buffers(&sizes, &def, &last);
+        let io = |ids: &[TensorId]| -> Vec<usize> {
+            ids.iter()
+                .filter(|&&t| sizes[t] > 0)
+                .map(|&t| slot_of[t])
+                .collect()
+        };
+        let accesses: Vec<_> = self
+            .ops
+            .iter()
+            .map(|op| (io(&op.io().inputs), io(&op.io().outputs)))
+            .collect();
         Ok(Plan {
             file: self.graph.file.clone(),
+            options: self.options,
             tensors: self.tensors,
             ops: self.ops,
             inputs: self.inputs,
             outputs,
             slot_of,
             slot_bytes,
+            barriers: barriers(&accesses),
+            input_tensor_needed,
+            output_in_frame,
+            notes: self.notes,
         })
     }
+}
+
+/// Where barriers go between ops that read and write these buffers ((reads, writes) per op):
+/// before an op that reads a buffer written since the last barrier, or writes one read or
+/// written since then.
+pub fn barriers(accesses: &[(Vec<usize>, Vec<usize>)]) -> Vec<bool> {
+    let mut read = HashSet::new();
+    let mut written = HashSet::new();
+    accesses
+        .iter()
+        .map(|(ins, outs)| {
+            let hazard = ins.iter().any(|s| written.contains(s))
+                || outs.iter().any(|s| written.contains(s) || read.contains(s));
+            if hazard {
+                read.clear();
+                written.clear();
+            }
+            read.extend(ins.iter().copied());
+            written.extend(outs.iter().copied());
+            hazard
+        })
+        .collect()
 }
 
 /// Gives every tensor a buffer slot. A tensor lives from its defining step to its last reader;
@@ -494,6 +742,22 @@ mod tests {
         for (t, &s) in slot_of.iter().enumerate() {
             assert!(bytes[s] >= sizes[t]);
         }
+    }
+
+    #[test]
+    fn barriers_go_only_where_a_buffer_is_reused() {
+        use super::barriers;
+        // op0 writes 1; op1 reads 0 writes 2 (independent of op0); op2 reads 1 and 2.
+        let acc = [
+            (vec![0], vec![1]),
+            (vec![0], vec![2]),
+            (vec![1, 2], vec![3]),
+            (vec![3], vec![0]),
+        ];
+        assert_eq!(barriers(&acc), [false, false, true, true]);
+        // Writing a buffer an op since the barrier reads (write after read) needs one too.
+        let war = [(vec![0], vec![1]), (vec![2], vec![0])];
+        assert_eq!(barriers(&war), [false, true]);
     }
 
     #[test]

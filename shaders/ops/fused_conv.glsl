@@ -1,0 +1,167 @@
+// What fused_conv.comp (packed: several pixels × 16 channels per invocation) and
+// fused_conv_coopmat.comp (matrix units) share: the bindings, the input tile staged in shared
+// memory and the epilogue. See infer/ops/fused_conv.rs for the planner's side.
+//
+// The op: a stride-1, dilation-1, ungrouped Conv of an NCHW tensor, computing one tile of
+// TILE_W × TILE_H output pixels for one block of up to 16 output channels (work group z), with
+// its bias and activation, and optionally
+// - RESIDUAL: + a tensor of the output's shape (the long skip connection's Add),
+// - IMAGE_IN (variant): its input read from the frame image (the pre-process fused away),
+// - IMAGE_OUT (variant): DepthToSpace(BLOCK) of its output, + the bilinear Resize of the frame
+//   (BASE), clamped and quantised into the output image (the tail and post-process fused away).
+// Every fused step rounds to the storage type where the unfused ops would store a tensor, so
+// the fused network computes exactly what the op-by-op one computes.
+#include "ops/precision.glsl"
+#include "ops/activation.glsl"
+#include "ops/resize_coord.glsl"
+
+layout(constant_id = 0) const uint ACT = 0u;
+layout(constant_id = 1) const uint KH = 3u;
+layout(constant_id = 2) const uint KW = 3u;
+// Input channels staged per pass (the shared-memory tile holds CHUNK channels per pixel).
+layout(constant_id = 3) const uint CHUNK = 16u;
+layout(constant_id = 4) const uint TILE_W = 64u;
+layout(constant_id = 5) const uint TILE_H = 8u;
+layout(constant_id = 6) const bool RESIDUAL = false;
+layout(constant_id = 7) const uint BLOCK = 2u;
+layout(constant_id = 8) const bool CRD = false;
+layout(constant_id = 9) const bool BASE = false;
+layout(constant_id = 10) const uint COORD = 0u;
+
+const uint OC_TILE = 16u;
+const uint TILE_ROWS = TILE_H + KH - 1u;
+const uint TILE_COLS = TILE_W + KW - 1u;
+const uint TAPS = KH * KW;
+
+#ifdef IMAGE_IN
+layout(set = 0, binding = 0) uniform sampler2D frame_in;
+#else
+layout(set = 0, binding = 0) readonly buffer X { sfp x[]; };
+#endif
+layout(set = 0, binding = 2) readonly buffer B { sfp bias[]; };
+layout(set = 0, binding = 3) readonly buffer R { sfp residual[]; };
+#ifdef IMAGE_OUT
+layout(set = 0, binding = 4, rgba8) uniform writeonly image2D frame_out;
+layout(set = 0, binding = 5) uniform sampler2D frame_base;
+#else
+layout(set = 0, binding = 4) writeonly buffer Y { sfp y[]; };
+#endif
+
+layout(push_constant) uniform Push {
+    uint in_h, in_w;
+    uint out_h, out_w;
+    int pad_top, pad_left;
+    uint ic, icp;   // input channels, and rounded up to whole chunks (the weights' layout)
+    uint oc;
+    float alpha, beta;
+    float base_scale_h, base_scale_w;
+} p;
+
+// The input tile of one chunk: [row][column][channel], channels innermost, so a run of pixels'
+// channel vectors is one strided matrix (the coopmat path loads it as such).
+shared sfp s_in[TILE_ROWS * TILE_COLS * CHUNK];
+
+// One input value as the unfused network stores it: the tensor's, or the frame's texel as the
+// pre-process would have stored it.
+float input_value(uint c, int iy, int ix) {
+#ifdef IMAGE_IN
+    return c < 3u ? float(sfp(texelFetch(frame_in, ivec2(ix, iy), 0)[c])) : 0.0;
+#else
+    return float(x[(c * p.in_h + uint(iy)) * p.in_w + uint(ix)]);
+#endif
+}
+
+// Stages input channels c0..c0+CHUNK of the work group's tile (zero outside the image and past
+// the last channel). Every invocation of the work group takes part.
+void stage_chunk(uint c0, uint lid, uint threads) {
+    int iy0 = int(gl_WorkGroupID.y * TILE_H) - p.pad_top;
+    int ix0 = int(gl_WorkGroupID.x * TILE_W) - p.pad_left;
+    const uint plane = TILE_ROWS * TILE_COLS;
+    for (uint i = lid; i < CHUNK * plane; i += threads) {
+        uint c = i / plane;
+        uint r = i - c * plane;
+        int iy = iy0 + int(r / TILE_COLS);
+        int ix = ix0 + int(r % TILE_COLS);
+        bool inside = iy >= 0 && iy < int(p.in_h) && ix >= 0 && ix < int(p.in_w) && c0 + c < p.ic;
+        s_in[r * CHUNK + c] = sfp(inside ? input_value(c0 + c, iy, ix) : 0.0);
+    }
+}
+
+// The value the unfused Conv (+ activation) would store for output channel `oc`.
+float conv_out(uint oc, float sum) {
+    return float(sfp(activate(ACT, sum + float(bias[oc]), p.alpha, p.beta)));
+}
+
+#ifdef IMAGE_OUT
+// The frame's bilinear Resize at output pixel (x, y), as resize.comp computes it from the
+// input tensor the pre-process would have written.
+vec3 base_value(uint x, uint y) {
+    uvec2 in_size = uvec2(textureSize(frame_base, 0));
+    uvec2 out_size = uvec2(imageSize(frame_out));
+    float sy = resize_source(COORD, y, p.base_scale_h, in_size.y, out_size.y);
+    float sx = resize_source(COORD, x, p.base_scale_w, in_size.x, out_size.x);
+    sy = clamp(sy, 0.0, float(in_size.y - 1u));
+    sx = clamp(sx, 0.0, float(in_size.x - 1u));
+    uint y0 = uint(sy);
+    uint x0 = uint(sx);
+    uint y1 = min(y0 + 1u, in_size.y - 1u);
+    uint x1 = min(x0 + 1u, in_size.x - 1u);
+    float ty = sy - float(y0);
+    float tx = sx - float(x0);
+    vec3 v00 = vec3(sfpvec4(texelFetch(frame_base, ivec2(x0, y0), 0)).rgb);
+    vec3 v01 = vec3(sfpvec4(texelFetch(frame_base, ivec2(x1, y0), 0)).rgb);
+    vec3 v10 = vec3(sfpvec4(texelFetch(frame_base, ivec2(x0, y1), 0)).rgb);
+    vec3 v11 = vec3(sfpvec4(texelFetch(frame_base, ivec2(x1, y1), 0)).rgb);
+    vec3 r;
+    for (uint c = 0u; c < 3u; ++c) {
+        float top = mix(v00[c], v01[c], tx);
+        float bottom = mix(v10[c], v11[c], tx);
+        r[c] = float(sfp(mix(top, bottom, ty)));
+    }
+    return r;
+}
+
+// The tail for one low-resolution pixel: its BLOCK × BLOCK output pixels.
+void store_tail(uint ox, uint oy, float sums[OC_TILE]) {
+    const uint C = 3u;
+    for (uint bi = 0u; bi < BLOCK; ++bi) {
+        for (uint bj = 0u; bj < BLOCK; ++bj) {
+            uint x = ox * BLOCK + bj;
+            uint y = oy * BLOCK + bi;
+            vec3 base = BASE ? base_value(x, y) : vec3(0.0);
+            vec3 v;
+            for (uint c = 0u; c < C; ++c) {
+                uint ch = CRD ? (c * BLOCK * BLOCK + bi * BLOCK + bj) : ((bi * BLOCK + bj) * C + c);
+                float d = conv_out(ch, sums[ch]);
+                v[c] = BASE ? float(sfp(d + base[c])) : d;
+            }
+            vec3 q = floor(clamp(v, 0.0, 1.0) * 255.0 + 0.5) / 255.0;
+            imageStore(frame_out, ivec2(x, y), vec4(q, 1.0));
+        }
+    }
+}
+#endif
+
+// Writes output pixel (ox, oy) of output-channel block `ob` from its sums (channel j of the
+// block in sums[j]).
+void store_pixel(uint ox, uint oy, uint ob, float sums[OC_TILE]) {
+    if (ox >= p.out_w || oy >= p.out_h) {
+        return;
+    }
+#ifdef IMAGE_OUT
+    store_tail(ox, oy, sums);
+#else
+    for (uint j = 0u; j < OC_TILE; ++j) {
+        uint oc = ob * OC_TILE + j;
+        if (oc >= p.oc) {
+            break;
+        }
+        uint i = (oc * p.out_h + oy) * p.out_w + ox;
+        float v = conv_out(oc, sums[j]);
+        if (RESIDUAL) {
+            v = v + float(residual[i]);
+        }
+        y[i] = sfp(v);
+    }
+#endif
+}

@@ -1,0 +1,101 @@
+#version 450
+// variants: IMAGE_IN IMAGE_OUT
+// compiler: glslang
+// Fused convolution on the matrix units (VK_KHR_cooperative_matrix), fp16 storage, fp32
+// accumulation: the conv as an implicit GEMM. Rows (M) are CM_M consecutive output pixels of
+// one row (a segment), columns (N) the output channels, depth (K) the input channels of one
+// kernel tap: for tap (ky, kx) the A matrix is the staged tile's channel vectors of pixels
+// x + kx .. x + kx + CM_M - 1 on row y + ky, one strided load from shared memory (channels
+// innermost, so every row starts 32-byte aligned). The shape (CM_M, CM_N, CM_K) is chosen at
+// load time from what the device offers. A work group of four subgroups computes a
+// TILE_W × TILE_H tile for one block of 16 output channels; each subgroup owns SEGS segments
+// and their accumulators for the whole reduction. The results go through a small per-subgroup
+// scratch in shared memory to the common epilogue (fused_conv.glsl).
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_control_flow_attributes : require
+#define FP16
+#include "ops/fused_conv.glsl"
+
+layout(constant_id = 11) const uint CM_M = 16u;
+layout(constant_id = 12) const uint CM_N = 16u;
+layout(constant_id = 13) const uint CM_K = 16u;
+layout(constant_id = 14) const uint SUBGROUP = 32u;
+layout(constant_id = 15) const uint SEGS = 8u;
+
+layout(local_size_x_id = 16) in;
+
+const uint SUBGROUPS = 4u;
+const uint N_TILES = OC_TILE / CM_N;
+const uint K_TILES = CHUNK / CM_K;
+const uint SEGS_PER_ROW = TILE_W / CM_M;
+
+// Weights as [oc block][tap][input channel, padded to icp][16 output channels]: for a tap
+// and CM_K channels, B is a CM_K × 16 row-major block.
+layout(set = 0, binding = 1) readonly buffer W { float16_t w[]; };
+
+// Per subgroup: one segment's CM_M × 16 sums, row-major.
+shared float s_out[SUBGROUPS * CM_M * OC_TILE];
+
+void main() {
+    uint sg = gl_SubgroupID;
+    uint lane = gl_SubgroupInvocationID;
+    uint ob = gl_WorkGroupID.z;
+    coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> acc[SEGS][N_TILES];
+    [[unroll]] for (uint s = 0u; s < SEGS; ++s) {
+        [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
+            acc[s][n] = coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator>(0.0);
+        }
+    }
+    for (uint c0 = 0u; c0 < p.ic; c0 += CHUNK) {
+        barrier();
+        stage_chunk(c0, gl_LocalInvocationIndex, SUBGROUPS * SUBGROUP);
+        barrier();
+        for (uint tap = 0u; tap < TAPS; ++tap) {
+            uint ky = tap / KW;
+            uint kx = tap - ky * KW;
+            [[unroll]] for (uint kt = 0u; kt < K_TILES; ++kt) {
+                coopmat<float16_t, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB> b[N_TILES];
+                uint wrow = (ob * TAPS + tap) * p.icp + c0 + kt * CM_K;
+                [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
+                    coopMatLoad(b[n], w, wrow * OC_TILE + n * CM_N, OC_TILE,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                }
+                [[unroll]] for (uint s = 0u; s < SEGS; ++s) {
+                    uint seg = sg * SEGS + s;
+                    uint row = seg / SEGS_PER_ROW + ky;
+                    uint col = (seg % SEGS_PER_ROW) * CM_M + kx;
+                    coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> a;
+                    coopMatLoad(a, s_in, (row * TILE_COLS + col) * CHUNK + kt * CM_K, CHUNK,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                    [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
+                        acc[s][n] = coopMatMulAdd(a, b[n], acc[s][n]);
+                    }
+                }
+            }
+        }
+    }
+    uint scratch = sg * CM_M * OC_TILE;
+    [[unroll]] for (uint s = 0u; s < SEGS; ++s) {
+        [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
+            coopMatStore(acc[s][n], s_out, scratch + n * CM_N, OC_TILE,
+                         gl_CooperativeMatrixLayoutRowMajor);
+        }
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        uint seg = sg * SEGS + s;
+        for (uint i = lane; i < CM_M; i += SUBGROUP) {
+            float sums[OC_TILE];
+            [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
+                sums[j] = s_out[scratch + i * OC_TILE + j];
+            }
+            uint ox = gl_WorkGroupID.x * TILE_W + (seg % SEGS_PER_ROW) * CM_M + i;
+            uint oy = gl_WorkGroupID.y * TILE_H + seg / SEGS_PER_ROW;
+            store_pixel(ox, oy, ob, sums);
+        }
+        // The scratch is read before the next segment overwrites it.
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+    }
+}

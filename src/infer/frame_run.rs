@@ -1,0 +1,162 @@
+//! One inference of a frame-I/O plan on host pixels (tests, `run-model`, `quality`): the
+//! RGBA8 scene image is uploaded, the engine records exactly what the in-stream pattern records
+//! in a frame, and the upscaled RGBA8 image is read back. Images and staging buffers are made
+//! for this call; not for the frame loop.
+
+use ash::vk;
+
+use super::engine::Engine;
+use super::error::{InferError, Result};
+use super::ops::FrameImages;
+use crate::gpu::barrier::{self, Transition};
+use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc};
+
+/// The RGBA8 format of the scene and upscaled images (the renderer's, see render::scene).
+const FORMAT: vk::Format = vk::Format::R8G8B8A8_UNORM;
+
+/// GPU objects of one run, destroyed together whatever happened.
+#[derive(Default)]
+struct Scratch {
+    images: Vec<Image>,
+    buffers: Vec<Buffer>,
+    sampler: Option<vk::Sampler>,
+}
+
+impl Scratch {
+    fn destroy(self, gpu: &Gpu) {
+        self.images.into_iter().for_each(|i| i.destroy(gpu));
+        self.buffers.into_iter().for_each(|b| b.destroy(gpu));
+        if let Some(s) = self.sampler {
+            unsafe { gpu.device.destroy_sampler(s, None) };
+        }
+    }
+}
+
+impl Engine {
+    /// Runs the plan on `rgba` (`width` × `height`, 4 bytes a pixel) and returns the upscaled
+    /// image's pixels (its size from the plan's output shape).
+    pub fn run_frame(&self, gpu: &Gpu, rgba: &[u8], width: u32, height: u32) -> Result<Vec<u8>> {
+        let plan = self.plan();
+        if !plan.options.frame_io {
+            return Err(InferError::Input("run_frame needs a frame-I/O plan".into()));
+        }
+        if rgba.len() != (width * height * 4) as usize {
+            return Err(InferError::Input(format!(
+                "{} bytes for a {width}x{height} RGBA8 image",
+                rgba.len()
+            )));
+        }
+        let shape = &plan.tensors[plan.outputs[0]].shape;
+        let out = vk::Extent2D {
+            width: shape[3] as u32,
+            height: shape[2] as u32,
+        };
+        let mut scratch = Scratch::default();
+        let result = self.run_frame_in(gpu, rgba, width, height, out, &mut scratch);
+        scratch.destroy(gpu);
+        result
+    }
+
+    fn run_frame_in(
+        &self,
+        gpu: &Gpu,
+        rgba: &[u8],
+        width: u32,
+        height: u32,
+        out: vk::Extent2D,
+        s: &mut Scratch,
+    ) -> Result<Vec<u8>> {
+        let input_extent = vk::Extent2D { width, height };
+        let usage = vk::ImageUsageFlags::SAMPLED | vk::ImageUsageFlags::TRANSFER_DST;
+        s.images.push(Image::new(
+            gpu,
+            "run input",
+            ImageDesc::new_2d(input_extent, FORMAT, usage),
+        )?);
+        let usage = vk::ImageUsageFlags::STORAGE | vk::ImageUsageFlags::TRANSFER_SRC;
+        s.images.push(Image::new(
+            gpu,
+            "run output",
+            ImageDesc::new_2d(out, FORMAT, usage),
+        )?);
+        let staging = Buffer::with_data(
+            gpu,
+            "run input pixels",
+            vk::BufferUsageFlags::TRANSFER_SRC,
+            rgba,
+        )?;
+        staging.flush_for_device(gpu)?;
+        s.buffers.push(staging);
+        s.buffers
+            .push(Buffer::readback_rgba8(gpu, "run output pixels", out)?);
+        s.sampler = Some(gpu::image::create_sampler(
+            gpu,
+            "run sampler",
+            false,
+            false,
+            0.0,
+        )?);
+        let (input, output) = (&s.images[0], &s.images[1]);
+        let frame = FrameImages {
+            input: input.view,
+            sampler: s.sampler.unwrap(),
+            output: output.view,
+        };
+        let device = &gpu.device;
+        gpu.one_shot(|cmd| unsafe {
+            let t = |image: &Image, from, to| Transition {
+                image: image.raw,
+                range: image.desc.range(),
+                from,
+                to,
+            };
+            barrier::transition(
+                device,
+                cmd,
+                &[t(input, barrier::REUSE, barrier::TRANSFER_DST)],
+            );
+            let copy = gpu::image::whole_copy(input_extent);
+            device.cmd_copy_buffer_to_image(
+                cmd,
+                s.buffers[0].raw,
+                input.raw,
+                vk::ImageLayout::TRANSFER_DST_OPTIMAL,
+                &[copy],
+            );
+            barrier::transition(
+                device,
+                cmd,
+                &[
+                    t(input, barrier::TRANSFER_DST, barrier::SAMPLED),
+                    t(output, barrier::REUSE, barrier::UPSCALE_WRITE),
+                ],
+            );
+            self.record_frame(gpu, cmd, frame, None);
+            barrier::transition(
+                device,
+                cmd,
+                &[t(output, barrier::UPSCALE_WRITE, barrier::TRANSFER_SRC)],
+            );
+            let copy = gpu::image::whole_copy(out);
+            device.cmd_copy_image_to_buffer(
+                cmd,
+                output.raw,
+                vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                s.buffers[1].raw,
+                &[copy],
+            );
+            barrier::memory(
+                device,
+                cmd,
+                (
+                    vk::PipelineStageFlags2::COPY,
+                    vk::AccessFlags2::TRANSFER_WRITE,
+                ),
+                (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
+            );
+        })?;
+        s.buffers[1].invalidate_for_host(gpu)?;
+        let n = (out.width * out.height * 4) as usize;
+        Ok(s.buffers[1].mapped()[..n].to_vec())
+    }
+}

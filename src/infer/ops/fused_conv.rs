@@ -1,0 +1,516 @@
+//! FusedConv: a stride-1, dilation-1, ungrouped Conv and what the planner folded into it (its
+//! activation, a residual Add, the frame's pre-process, the tail of DepthToSpace, bilinear
+//! base, Add and post-process), on the packed path (`fused_conv.comp`) or the matrix units
+//! (`fused_conv_coopmat.comp`). `shaders/ops/fused_conv.glsl` explains the tiling; the tile and
+//! chunk choice, the weight layout and the push constants are pure functions here, with tests.
+
+use ash::vk;
+
+use super::conv::Geometry;
+use super::unary::Activation;
+use super::{Io, Op, Recorder, TensorId};
+use crate::gpu::pipeline::Binding;
+use crate::gpu::{Buffer, Gpu};
+use crate::infer::error::Result;
+use crate::infer::pipelines::{PipeId, PipelineDesc, Pipelines};
+use crate::infer::precision::Precision;
+use crate::shader;
+
+/// Output channels per work group (the shaders' OC_TILE).
+pub const OC_TILE: usize = 16;
+/// Output columns of the packed path's tile (16 invocations × 4 pixels) and its rows.
+const PACKED_TILE: [usize; 2] = [64, 8];
+
+/// A cooperative-matrix shape the device runs (fp16 A/B, fp32 accumulator), and the device's
+/// subgroup size, which the shader's work group of four subgroups is built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoopMat {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub subgroup: usize,
+}
+
+/// The kernel a FusedConv runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    Packed,
+    CoopMat(CoopMat),
+}
+
+impl Kernel {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Packed => "packed",
+            Kernel::CoopMat(_) => "coopmat",
+        }
+    }
+}
+
+/// The tile a work group computes and the input channels it stages per pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tiling {
+    pub tile_w: usize,
+    pub tile_h: usize,
+    pub chunk: usize,
+    /// Input channels rounded up to whole chunks: the weights' channel stride.
+    pub icp: usize,
+}
+
+impl Tiling {
+    /// Shared memory of the input tile (plus the coopmat path's per-subgroup scratch).
+    pub fn shared_bytes(&self, kernel: [usize; 2], kind: Kernel, precision: Precision) -> usize {
+        let rows = self.tile_h + kernel[0] - 1;
+        let cols = self.tile_w + kernel[1] - 1;
+        let input = rows * cols * self.chunk * precision.size() as usize;
+        match kind {
+            Kernel::Packed => input,
+            Kernel::CoopMat(cm) => input + 4 * cm.m * OC_TILE * 4,
+        }
+    }
+}
+
+/// The tiling for a conv of `ic` input channels and this kernel on `kind`, within
+/// `max_shared` bytes of shared memory; None when not even the smallest fits (huge kernels).
+/// The packed path takes the largest power-of-two chunk that fits (at most `ic` rounded up to
+/// a power of two); the coopmat path stages 16 channels (its K) and shortens the tile instead.
+pub fn tiling(
+    ic: usize,
+    kernel: [usize; 2],
+    kind: Kernel,
+    precision: Precision,
+    max_shared: usize,
+) -> Option<Tiling> {
+    let fits = |t: &Tiling| t.shared_bytes(kernel, kind, precision) <= max_shared;
+    let icp = |chunk: usize| ic.div_ceil(chunk) * chunk;
+    match kind {
+        Kernel::Packed => {
+            let most = ic.next_power_of_two().min(16);
+            [16, 8, 4, 2, 1]
+                .into_iter()
+                .filter(|&c| c <= most)
+                .map(|chunk| Tiling {
+                    tile_w: PACKED_TILE[0],
+                    tile_h: PACKED_TILE[1],
+                    chunk,
+                    icp: icp(chunk),
+                })
+                .find(fits)
+        }
+        Kernel::CoopMat(cm) => [8, 4, 2, 1]
+            .into_iter()
+            .map(|tile_h| Tiling {
+                tile_w: 64,
+                tile_h,
+                chunk: 16,
+                icp: icp(16),
+            })
+            // Every subgroup owns at least one whole segment.
+            .filter(|t| (t.tile_w / cm.m * t.tile_h) % 4 == 0)
+            .find(fits),
+    }
+}
+
+/// ONNX weights [M][C][kH][kW] → [oc block][tap][input channel padded to `icp`][16], zeros
+/// in the padding: for a tap and a run of channels, a row-major K × 16 matrix (the coopmat
+/// path's B) and, per channel, four vec4s of 16 output channels (the packed path's loads).
+pub fn pack_weights(g: &Geometry, icp: usize, w: &[f32]) -> Vec<f32> {
+    let taps = g.kernel[0] * g.kernel[1];
+    let blocks = g.out_c.div_ceil(OC_TILE);
+    let mut out = vec![0.0; blocks * taps * icp * OC_TILE];
+    for oc in 0..g.out_c {
+        let (b, j) = (oc / OC_TILE, oc % OC_TILE);
+        for ic in 0..g.in_c {
+            for t in 0..taps {
+                out[((b * taps + t) * icp + ic) * OC_TILE + j] = w[(oc * g.in_c + ic) * taps + t];
+            }
+        }
+    }
+    out
+}
+
+/// The output written into the frame's upscaled image: DepthToSpace of the conv's output,
+/// plus the frame's bilinear Resize when `base` is given, clamped and quantised.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tail {
+    pub block: usize,
+    pub crd: bool,
+    pub base: Option<Base>,
+}
+
+/// A linear Resize of the graph input: its coordinate mode (resize.rs's numbering) and scales.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Base {
+    pub coord: u32,
+    pub scale: [f32; 2],
+}
+
+/// What the planner fused around the conv.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Fusion {
+    /// The conv reads the frame's scene image (its input is the graph input).
+    pub image_in: bool,
+    /// A tensor added to the conv's activated output.
+    pub residual: Option<TensorId>,
+    pub tail: Option<Tail>,
+    /// Graph nodes this op runs, for the plan's report.
+    pub nodes: Vec<String>,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+struct Push {
+    in_h: u32,
+    in_w: u32,
+    out_h: u32,
+    out_w: u32,
+    pad_top: i32,
+    pad_left: i32,
+    ic: u32,
+    icp: u32,
+    oc: u32,
+    alpha: f32,
+    beta: f32,
+    base_scale_h: f32,
+    base_scale_w: f32,
+}
+
+pub struct FusedConv {
+    label: String,
+    io: Io,
+    geo: Geometry,
+    act: Activation,
+    fusion: Fusion,
+    kernel: Kernel,
+    tiling: Tiling,
+    weights: Vec<f32>,
+    bias: Vec<f32>,
+    gpu: Option<FusedGpu>,
+}
+
+struct FusedGpu {
+    pipe: PipeId,
+    weights: Buffer,
+    bias: Buffer,
+}
+
+/// Whether a conv of this geometry can run as a FusedConv (stride 1, no dilation, one group).
+pub fn eligible(g: &Geometry) -> bool {
+    g.stride == [1, 1] && g.dilation == [1, 1] && g.groups == 1
+}
+
+impl FusedConv {
+    /// `x`: the input tensor (unused with `fusion.image_in`); `outputs`: the conv's output
+    /// tensor (the graph output with a tail, never written then).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        label: String,
+        x: TensorId,
+        outputs: Vec<TensorId>,
+        geo: Geometry,
+        act: Activation,
+        weights: &[f32],
+        bias: Vec<f32>,
+        fusion: Fusion,
+        kernel: Kernel,
+        tiling: Tiling,
+    ) -> Self {
+        let mut inputs = Vec::new();
+        if !fusion.image_in {
+            inputs.push(x);
+        }
+        inputs.extend(fusion.residual);
+        FusedConv {
+            label,
+            io: Io { inputs, outputs },
+            weights: pack_weights(&geo, tiling.icp, weights),
+            geo,
+            act,
+            fusion,
+            kernel,
+            tiling,
+            bias,
+            gpu: None,
+        }
+    }
+
+    pub fn kernel(&self) -> Kernel {
+        self.kernel
+    }
+
+    pub fn fusion(&self) -> &Fusion {
+        &self.fusion
+    }
+
+    fn push(&self) -> Push {
+        let g = &self.geo;
+        let base = self.fusion.tail.and_then(|t| t.base);
+        Push {
+            in_h: g.in_h as u32,
+            in_w: g.in_w as u32,
+            out_h: g.out_h as u32,
+            out_w: g.out_w as u32,
+            pad_top: g.pad[0] as i32,
+            pad_left: g.pad[1] as i32,
+            ic: g.in_c as u32,
+            icp: self.tiling.icp as u32,
+            oc: g.out_c as u32,
+            alpha: self.act.alpha,
+            beta: self.act.beta,
+            base_scale_h: base.map_or(1.0, |b| b.scale[0]),
+            base_scale_w: base.map_or(1.0, |b| b.scale[1]),
+        }
+    }
+
+    /// Specialization constants 0..=10 (fused_conv.glsl), then the coopmat shader's 11..=16.
+    fn spec(&self) -> Vec<u32> {
+        let t = &self.tiling;
+        let tail = self.fusion.tail;
+        let base = tail.and_then(|t| t.base);
+        let mut spec = vec![
+            self.act.kind,
+            self.geo.kernel[0] as u32,
+            self.geo.kernel[1] as u32,
+            t.chunk as u32,
+            t.tile_w as u32,
+            t.tile_h as u32,
+            self.fusion.residual.is_some() as u32,
+            tail.map_or(1, |t| t.block as u32),
+            tail.is_some_and(|t| t.crd) as u32,
+            base.is_some() as u32,
+            base.map_or(0, |b| b.coord),
+        ];
+        if let Kernel::CoopMat(cm) = self.kernel {
+            let segs = t.tile_w / cm.m * t.tile_h / 4;
+            spec.extend([cm.m, cm.n, cm.k, cm.subgroup, segs, 4 * cm.subgroup].map(|v| v as u32));
+        }
+        spec
+    }
+
+    fn desc(&self, precision: Precision) -> PipelineDesc {
+        let image_in = self.fusion.image_in;
+        let image_out = self.fusion.tail.is_some();
+        let spirv: &'static [u8] = match (self.kernel, precision, image_in, image_out) {
+            (Kernel::CoopMat(_), _, false, false) => shader!("ops/fused_conv_coopmat.comp"),
+            (Kernel::CoopMat(_), _, true, false) => {
+                shader!("ops/fused_conv_coopmat.comp", "image_in")
+            }
+            (Kernel::CoopMat(_), _, false, true) => {
+                shader!("ops/fused_conv_coopmat.comp", "image_out")
+            }
+            (Kernel::CoopMat(_), _, true, true) => {
+                shader!("ops/fused_conv_coopmat.comp", "image_in.image_out")
+            }
+            (Kernel::Packed, Precision::Fp32, false, false) => shader!("ops/fused_conv.comp"),
+            (Kernel::Packed, Precision::Fp32, true, false) => {
+                shader!("ops/fused_conv.comp", "image_in")
+            }
+            (Kernel::Packed, Precision::Fp32, false, true) => {
+                shader!("ops/fused_conv.comp", "image_out")
+            }
+            (Kernel::Packed, Precision::Fp32, true, true) => {
+                shader!("ops/fused_conv.comp", "image_in.image_out")
+            }
+            (Kernel::Packed, Precision::Fp16, false, false) => {
+                shader!("ops/fused_conv.comp", "fp16")
+            }
+            (Kernel::Packed, Precision::Fp16, true, false) => {
+                shader!("ops/fused_conv.comp", "fp16.image_in")
+            }
+            (Kernel::Packed, Precision::Fp16, false, true) => {
+                shader!("ops/fused_conv.comp", "fp16.image_out")
+            }
+            (Kernel::Packed, Precision::Fp16, true, true) => {
+                shader!("ops/fused_conv.comp", "fp16.image_in.image_out")
+            }
+        };
+        let sampler = vk::DescriptorType::COMBINED_IMAGE_SAMPLER;
+        let storage = vk::DescriptorType::STORAGE_BUFFER;
+        let mut bindings = vec![
+            if image_in { sampler } else { storage },
+            storage,
+            storage,
+            storage,
+        ];
+        if image_out {
+            bindings.extend([vk::DescriptorType::STORAGE_IMAGE, sampler]);
+        } else {
+            bindings.push(storage);
+        }
+        PipelineDesc {
+            name: format!(
+                "ops/fused_conv {} {precision} in:{} out:{}",
+                self.kernel.name(),
+                if image_in { "image" } else { "tensor" },
+                if image_out { "image" } else { "tensor" },
+            ),
+            spirv,
+            bindings,
+            push_size: std::mem::size_of::<Push>() as u32,
+            spec: self.spec(),
+            full_subgroups: match self.kernel {
+                Kernel::CoopMat(cm) => Some(cm.subgroup as u32),
+                Kernel::Packed => None,
+            },
+        }
+    }
+}
+
+impl Op for FusedConv {
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn io(&self) -> &Io {
+        &self.io
+    }
+
+    fn nodes(&self) -> usize {
+        self.fusion.nodes.len()
+    }
+
+    fn conv_kernel(&self) -> Option<&'static str> {
+        Some(self.kernel.name())
+    }
+
+    fn writes_frame(&self) -> bool {
+        self.fusion.tail.is_some()
+    }
+
+    fn prepare(&mut self, gpu: &Gpu, pipes: &mut Pipelines) -> Result<()> {
+        let precision = pipes.precision();
+        let pipe = pipes.get_desc(gpu, self.desc(precision))?;
+        let weights = super::upload(
+            gpu,
+            &format!("{} weights", self.label),
+            &self.weights,
+            precision,
+        )?;
+        let bias = match super::upload(gpu, &format!("{} bias", self.label), &self.bias, precision)
+        {
+            Ok(b) => b,
+            Err(e) => {
+                weights.destroy(gpu);
+                return Err(e);
+            }
+        };
+        self.gpu = Some(FusedGpu {
+            pipe,
+            weights,
+            bias,
+        });
+        Ok(())
+    }
+
+    unsafe fn record(&self, rec: &Recorder) {
+        let gpu = self.gpu.as_ref().expect("prepared");
+        let f = &self.fusion;
+        let input = if f.image_in {
+            let frame = rec.frame();
+            Binding::SampledImage(frame.input, frame.sampler)
+        } else {
+            Binding::StorageBuffer(rec.tensor(self.io.inputs[0]))
+        };
+        // Unused bindings still need a valid buffer: the weights stand in (read-only).
+        let residual = f.residual.map_or(gpu.weights.raw, |r| rec.tensor(r));
+        let mut bindings = vec![
+            input,
+            Binding::StorageBuffer(gpu.weights.raw),
+            Binding::StorageBuffer(gpu.bias.raw),
+            Binding::StorageBuffer(residual),
+        ];
+        if f.tail.is_some() {
+            let frame = rec.frame();
+            bindings.push(Binding::StorageImage(frame.output));
+            bindings.push(Binding::SampledImage(frame.input, frame.sampler));
+        } else {
+            bindings.push(Binding::StorageBuffer(rec.tensor(self.io.outputs[0])));
+        }
+        let g = &self.geo;
+        let groups = [
+            g.out_w.div_ceil(self.tiling.tile_w) as u32,
+            g.out_h.div_ceil(self.tiling.tile_h) as u32,
+            g.out_c.div_ceil(OC_TILE) as u32,
+        ];
+        rec.dispatch_with(gpu.pipe, &bindings, &self.push(), groups);
+    }
+
+    fn destroy(self: Box<Self>, gpu: &Gpu) {
+        if let Some(g) = self.gpu {
+            g.weights.destroy(gpu);
+            g.bias.destroy(gpu);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CM: CoopMat = CoopMat {
+        m: 16,
+        n: 16,
+        k: 16,
+        subgroup: 32,
+    };
+
+    #[test]
+    fn packed_tiling_takes_the_largest_chunk_that_fits() {
+        // 3x3 over 16 channels in fp16: 10 x 66 x 16 halves = 21 KB.
+        let t = tiling(16, [3, 3], Kernel::Packed, Precision::Fp16, 32768).unwrap();
+        assert_eq!((t.chunk, t.icp, t.tile_w, t.tile_h), (16, 16, 64, 8));
+        // fp32 5x5 over 16 channels: 16 channels would need 52 KB; 8 fit in 26 KB.
+        let t = tiling(16, [5, 5], Kernel::Packed, Precision::Fp32, 32768).unwrap();
+        assert_eq!((t.chunk, t.icp), (8, 16));
+        // Three channels (RGB): a chunk of 4, padded once.
+        let t = tiling(3, [5, 5], Kernel::Packed, Precision::Fp32, 32768).unwrap();
+        assert_eq!((t.chunk, t.icp), (4, 4));
+        // 13 channels in chunks of 8: the weights are padded to 16.
+        let t = tiling(13, [3, 3], Kernel::Packed, Precision::Fp32, 24000).unwrap();
+        assert_eq!((t.chunk, t.icp), (8, 16));
+        assert!(tiling(3, [65, 65], Kernel::Packed, Precision::Fp32, 32768).is_none());
+    }
+
+    #[test]
+    fn coopmat_tiling_stages_sixteen_channels_and_shortens_the_tile() {
+        let t = tiling(16, [5, 5], Kernel::CoopMat(CM), Precision::Fp16, 49152).unwrap();
+        assert_eq!((t.chunk, t.tile_w, t.tile_h), (16, 64, 8));
+        assert!(t.shared_bytes([5, 5], Kernel::CoopMat(CM), Precision::Fp16) <= 49152);
+        // (2 + 4) rows x 68 columns x 16 halves + 4 KB of scratch = 17152 bytes; 4 rows
+        // would need 21504.
+        let t = tiling(3, [5, 5], Kernel::CoopMat(CM), Precision::Fp16, 18000).unwrap();
+        assert_eq!((t.icp, t.tile_h), (16, 2));
+        // 32-pixel rows: two segments per row, so a tile needs at least two rows.
+        let wide = CoopMat { m: 32, ..CM };
+        let t = tiling(16, [3, 3], Kernel::CoopMat(wide), Precision::Fp16, 17000).unwrap();
+        assert_eq!(t.tile_h, 2);
+    }
+
+    #[test]
+    fn weights_are_packed_per_tap_with_padded_channels() {
+        let g = Geometry {
+            in_c: 3,
+            in_h: 4,
+            in_w: 4,
+            out_c: 18,
+            out_h: 4,
+            out_w: 4,
+            kernel: [1, 2],
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad: [0, 0],
+            groups: 1,
+        };
+        let w: Vec<f32> = (0..18 * 3 * 2).map(|i| i as f32).collect();
+        let packed = pack_weights(&g, 4, &w);
+        assert_eq!(packed.len(), 2 * 2 * 4 * OC_TILE);
+        // oc 1, ic 2, tap 1: ONNX index (1 * 3 + 2) * 2 + 1 = 11.
+        // Block 0, tap 1, channel 2: row (1 * 4 + 2).
+        assert_eq!(packed[(4 + 2) * OC_TILE + 1], 11.0);
+        // oc 17 is channel 1 of block 1.
+        // Block 1, tap 0, channel 0: row (1 * 2 + 0) * 4.
+        assert_eq!(packed[8 * OC_TILE + 1], w[17 * 6]);
+        // The padded channel 3 is zero everywhere.
+        assert!((0..OC_TILE).all(|j| packed[3 * OC_TILE + j] == 0.0));
+    }
+}

@@ -1,0 +1,281 @@
+//! Fusion across ops (the fast path): a stride-1 Conv becomes one FusedConv with its
+//! activation, the residual Add that follows it, and, when the graph's input and output are
+//! the frame's images, the pre-process (the conv reads the scene image) and the tail
+//! (DepthToSpace, + the bilinear Resize of the input, written as the upscaled image). What a
+//! chain cannot fuse stays one dispatch per op, with the reason in the plan's notes.
+
+use std::collections::{HashMap, HashSet};
+
+use onnx_protobuf::NodeProto;
+
+use super::Builder;
+use crate::infer::error::Result;
+use crate::infer::graph::Graph;
+use crate::infer::ops::conv::{Geometry, Parts};
+use crate::infer::ops::fused_conv::{self, Base, FusedConv, Fusion, Kernel, Tail, Tiling};
+use crate::infer::ops::resize::Resize;
+use crate::infer::ops::unary::Activation;
+use crate::infer::ops::{self, depth_to_space, Arg, Built, TensorId};
+use crate::infer::precision::Precision;
+
+fn is(node: &NodeProto, op_type: &str) -> bool {
+    node.op_type == op_type && node.domain.is_empty()
+}
+
+/// Resize nodes that a tail may absorb as its bilinear base: linear, reading a graph input,
+/// read by one Add. They are built on their own only if no tail takes them.
+pub(super) fn deferred_bases(
+    graph: &Graph,
+    consumers: &HashMap<&str, Vec<usize>>,
+) -> HashSet<usize> {
+    let linear = |n: &NodeProto| {
+        n.attribute
+            .iter()
+            .any(|a| a.name == "mode" && a.s.as_slice() == b"linear")
+    };
+    graph
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| is(n, "Resize") && linear(n) && n.output.len() == 1)
+        .filter(|(_, n)| {
+            n.input
+                .first()
+                .is_some_and(|i| graph.inputs.iter().any(|g| &g.name == i))
+        })
+        .filter(
+            |(_, n)| match consumers.get(n.output[0].as_str()).map(Vec::as_slice) {
+                Some([only]) => is(&graph.nodes[*only], "Add"),
+                _ => false,
+            },
+        )
+        .map(|(i, _)| i)
+        .collect()
+}
+
+impl<'g> Builder<'g> {
+    /// Builds the deferred nodes that produce an input of node `i`, right before it.
+    pub(super) fn build_deferred_inputs(&mut self, i: usize) -> Result<()> {
+        let graph = self.graph;
+        let producers: Vec<usize> = graph.nodes[i]
+            .input
+            .iter()
+            .filter_map(|name| {
+                self.deferred
+                    .iter()
+                    .copied()
+                    .find(|&d| graph.nodes[d].output.first() == Some(name))
+            })
+            .collect();
+        for d in producers {
+            self.build_deferred(d)?;
+        }
+        Ok(())
+    }
+
+    fn build_deferred(&mut self, d: usize) -> Result<()> {
+        self.deferred.remove(&d);
+        self.done.insert(d);
+        let node = &self.graph.nodes[d];
+        let outputs = self.new_outputs(node);
+        let ctx = self.ctx(node, outputs, None);
+        let built = ops::build(&ctx, self.ops.len())?;
+        self.place(built)
+    }
+
+    /// Deferred nodes no fused op took and nothing read (so far), built at the end.
+    pub(super) fn build_remaining_deferred(&mut self) -> Result<()> {
+        let mut rest: Vec<usize> = self.deferred.iter().copied().collect();
+        rest.sort_unstable();
+        for d in rest {
+            self.build_deferred(d)?;
+        }
+        Ok(())
+    }
+
+    /// The kernel and tiling for a conv of this geometry: the matrix units in fp16 when the
+    /// plan has a shape for them, else the packed path; None when no tile fits.
+    fn kernel_for(&self, g: &Geometry) -> Option<(Kernel, Tiling)> {
+        let o = &self.options;
+        let max = o.max_shared_memory;
+        let coop = match (o.coopmat, o.precision) {
+            (Some(cm), Precision::Fp16) => {
+                fused_conv::tiling(g.in_c, g.kernel, Kernel::CoopMat(cm), o.precision, max)
+                    .map(|t| (Kernel::CoopMat(cm), t))
+            }
+            _ => None,
+        };
+        coop.or_else(|| {
+            fused_conv::tiling(g.in_c, g.kernel, Kernel::Packed, o.precision, max)
+                .map(|t| (Kernel::Packed, t))
+        })
+    }
+
+    /// Conv node `i` and what follows it as one FusedConv; None leaves it to the per-op path
+    /// (a note says why when the conv itself could not fuse).
+    pub(super) fn fused_conv(&mut self, i: usize, index: usize) -> Result<Option<Built>> {
+        let graph = self.graph;
+        let node = &graph.nodes[i];
+        let act_fusion = self.fusion(node)?;
+        let ctx = self.ctx(node, vec![], act_fusion.as_ref().map(|f| f.1.clone()));
+        let parts = Parts::of(&ctx)?;
+        let name = ctx.label(index);
+        let g = parts.geo.clone();
+        if !fused_conv::eligible(&g) {
+            self.notes.push(format!(
+                "{name}: stride {:?}, dilation {:?}, {} group(s): the direct kernel",
+                g.stride, g.dilation, g.groups
+            ));
+            return Ok(None);
+        }
+        let Some((kernel, tiling)) = self.kernel_for(&g) else {
+            self.notes.push(format!(
+                "{name}: a {:?} kernel's tile does not fit {} bytes of shared memory: the direct kernel",
+                g.kernel, self.options.max_shared_memory
+            ));
+            return Ok(None);
+        };
+        let mut fusion = Fusion {
+            image_in: self.options.frame_io
+                && graph.inputs.iter().any(|input| input.name == node.input[0]),
+            ..Fusion::default()
+        };
+        let mut types = vec![node.op_type.clone()];
+        let mut last = node;
+        let mut absorbed = Vec::new();
+        let act = act_fusion.as_ref().map_or(Activation::NONE, |(n, f)| {
+            types.push(f.op_type.clone());
+            last = &graph.nodes[*n];
+            absorbed.push(*n);
+            f.act
+        });
+        let shape = vec![1, g.out_c, g.out_h, g.out_w];
+        if let Some((add, residual)) = self.residual_add(last, &shape) {
+            fusion.residual = Some(residual);
+            types.push("Add".into());
+            last = &graph.nodes[add];
+            absorbed.push(add);
+        }
+        let mut out_shape = shape;
+        if self.options.frame_io {
+            if let Some((tail, nodes, end)) = self.tail(last, &g)? {
+                types.extend(nodes.iter().map(|&n| graph.nodes[n].op_type.clone()));
+                fusion.tail = Some(tail);
+                absorbed.extend(nodes);
+                last = &graph.nodes[end];
+                out_shape = vec![1, 3, g.out_h * tail.block, g.out_w * tail.block];
+            }
+        }
+        for &n in &absorbed {
+            self.done.insert(n);
+            self.deferred.remove(&n);
+        }
+        fusion.nodes = types.clone();
+        let outputs = self.new_outputs(last);
+        let label = format!(
+            "{}:{}",
+            types.join("+"),
+            name.split_once(':').map_or("", |s| s.1)
+        );
+        let op = FusedConv::new(
+            label,
+            parts.x,
+            outputs,
+            g,
+            act,
+            parts.weights,
+            parts.bias,
+            fusion,
+            kernel,
+            tiling,
+        );
+        Ok(Some(Built {
+            op: Box::new(op),
+            shapes: vec![out_shape],
+        }))
+    }
+
+    /// The Add that is `last`'s only reader, with a computed tensor of the conv output's
+    /// `shape` as its other operand: (the Add node, that tensor).
+    fn residual_add(&self, last: &NodeProto, shape: &[usize]) -> Option<(usize, TensorId)> {
+        let add = self.sole_consumer(last)?;
+        let node = &self.graph.nodes[add];
+        if !is(node, "Add") || !node.attribute.is_empty() || node.input.len() != 2 {
+            return None;
+        }
+        let mine = &last.output[0];
+        let other = match (&node.input[0], &node.input[1]) {
+            (a, b) if a == mine && b != mine => b,
+            (a, b) if b == mine && a != mine => a,
+            _ => return None,
+        };
+        match self.resolve(other) {
+            Arg::Tensor { id, shape: s } if s == shape => Some((add, id)),
+            _ => None,
+        }
+    }
+
+    /// The tail after `last` (the conv's activated output): DepthToSpace to the graph output,
+    /// or DepthToSpace + the deferred bilinear Resize of the input, added into the graph
+    /// output. (tail, absorbed nodes, the node computing the graph output).
+    fn tail(&self, last: &NodeProto, g: &Geometry) -> Result<Option<(Tail, Vec<usize>, usize)>> {
+        let graph = self.graph;
+        let Some(d) = self.sole_consumer(last) else {
+            return Ok(None);
+        };
+        let d2s = &graph.nodes[d];
+        if !is(d2s, "DepthToSpace") {
+            return Ok(None);
+        }
+        let (block, mode) = depth_to_space::attributes(&self.ctx(d2s, vec![], None))?;
+        let channels = block.checked_mul(block).and_then(|b| b.checked_mul(3));
+        if channels != Some(g.out_c) || g.out_c > fused_conv::OC_TILE {
+            return Ok(None);
+        }
+        let tail = Tail {
+            block,
+            crd: mode == depth_to_space::Mode::Crd,
+            base: None,
+        };
+        let is_output = |name: &String| graph.outputs.contains(name);
+        if is_output(&d2s.output[0]) {
+            return Ok(Some((tail, vec![d], d)));
+        }
+        let Some(a) = self.sole_consumer(d2s) else {
+            return Ok(None);
+        };
+        let add = &graph.nodes[a];
+        if !is(add, "Add") || !add.attribute.is_empty() || add.input.len() != 2 {
+            return Ok(None);
+        }
+        if !is_output(&add.output[0]) || self.consumers.contains_key(add.output[0].as_str()) {
+            return Ok(None);
+        }
+        let other = if add.input[0] == d2s.output[0] {
+            &add.input[1]
+        } else {
+            &add.input[0]
+        };
+        let Some(r) = self
+            .deferred
+            .iter()
+            .copied()
+            .find(|&r| graph.nodes[r].output.first() == Some(other))
+        else {
+            return Ok(None);
+        };
+        let params = Resize::params(&self.ctx(&graph.nodes[r], vec![], None))?;
+        if params.spec[0] != 1 || params.out != [g.out_h * block, g.out_w * block] {
+            return Ok(None);
+        }
+        let base = Base {
+            coord: params.spec[1],
+            scale: params.scale,
+        };
+        let tail = Tail {
+            base: Some(base),
+            ..tail
+        };
+        Ok(Some((tail, vec![d, a, r], a)))
+    }
+}
