@@ -95,6 +95,12 @@ pub const UPSCALE_WRITE: State = state(
     ),
     vk::ImageLayout::GENERAL,
 );
+/// Written by a compute shader as a storage image (the composite's compute pass).
+pub const STORAGE_WRITE: State = state(
+    vk::PipelineStageFlags2::COMPUTE_SHADER,
+    vk::AccessFlags2::SHADER_STORAGE_WRITE,
+    vk::ImageLayout::GENERAL,
+);
 pub const TRANSFER_SRC: State = state(
     vk::PipelineStageFlags2::from_raw(
         vk::PipelineStageFlags2::COPY.as_raw() | vk::PipelineStageFlags2::BLIT.as_raw(),

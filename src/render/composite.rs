@@ -1,5 +1,7 @@
 //! The composite pass: puts the upscaled image on the target (swapchain image or headless
-//! image), letterboxed to keep its aspect ratio; the UI is drawn after it.
+//! image), letterboxed to keep its aspect ratio; the UI is drawn after it. A compute pass
+//! where the target takes storage writes (headless, bench), else a full-screen draw: on a GPU
+//! with few raster units (the H200 machine's) the draw runs on a small part of the chip.
 
 use ash::vk;
 
@@ -15,8 +17,19 @@ struct CompositePush {
     divider: f32,
 }
 
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct ComputePush {
+    offset: [i32; 2],
+    extent: [u32; 2],
+    target_size: [u32; 2],
+    divider: f32,
+}
+
 pub struct CompositePass {
     pipeline: Pipeline,
+    /// composite.comp, for targets that take storage writes.
+    compute: Pipeline,
     pub format: vk::Format,
     linear: vk::Sampler,
     nearest: vk::Sampler,
@@ -44,8 +57,26 @@ impl CompositePass {
                 fragment_spec: &[],
             },
         )?;
+        let compute = match pipeline::compute(
+            gpu,
+            "composite (compute)",
+            shader!("render/composite.comp"),
+            &[
+                vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                vk::DescriptorType::STORAGE_IMAGE,
+            ],
+            std::mem::size_of::<ComputePush>() as u32,
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                pipeline.destroy(gpu);
+                return Err(e);
+            }
+        };
         Ok(Self {
             pipeline,
+            compute,
             format,
             linear: gpu::image::create_sampler(gpu, "composite linear", true, false, 0.0)?,
             nearest: gpu::image::create_sampler(gpu, "composite nearest", false, false, 0.0)?,
@@ -60,6 +91,75 @@ impl CompositePass {
     /// # Safety
     /// `cmd` is recording outside a rendering scope.
     pub unsafe fn record(
+        &self,
+        gpu: &Gpu,
+        cmd: vk::CommandBuffer,
+        source: &Image,
+        split: Option<(&Image, f32)>,
+        target_view: vk::ImageView,
+        target: vk::Extent2D,
+    ) {
+        self.record_draw(gpu, cmd, source, split, target_view, target);
+    }
+
+    /// [`CompositePass::record`] as a compute pass: `target_view` is a storage view of an
+    /// RGBA8 UNORM image in [`crate::gpu::barrier::STORAGE_WRITE`] (GENERAL); every pixel is written.
+    ///
+    /// # Safety
+    /// `cmd` is recording outside a rendering scope.
+    pub unsafe fn record_compute(
+        &self,
+        gpu: &Gpu,
+        cmd: vk::CommandBuffer,
+        source: &Image,
+        split: Option<(&Image, f32)>,
+        target_view: vk::ImageView,
+        target: vk::Extent2D,
+    ) {
+        let rect = letterbox(source.extent(), target);
+        gpu.device
+            .cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.compute.raw);
+        let sampler = self.sampler_for(source, rect);
+        pipeline::push_descriptors(
+            gpu,
+            cmd,
+            vk::PipelineBindPoint::COMPUTE,
+            &self.compute,
+            &[
+                Binding::SampledImage(source.view, sampler),
+                Binding::SampledImage(split.map_or(source.view, |(right, _)| right.view), sampler),
+                Binding::StorageImage(target_view),
+            ],
+        );
+        let push = ComputePush {
+            offset: [rect.offset.x, rect.offset.y],
+            extent: [rect.extent.width, rect.extent.height],
+            target_size: [target.width, target.height],
+            divider: split.map_or(2.0, |(_, divider)| divider),
+        };
+        pipeline::push_constants(
+            gpu,
+            cmd,
+            &self.compute,
+            vk::ShaderStageFlags::COMPUTE,
+            &push,
+        );
+        gpu.device
+            .cmd_dispatch(cmd, target.width.div_ceil(16), target.height.div_ceil(8), 1);
+    }
+
+    /// Pixel-exact when sizes match, so the headless image is exactly the upscaler's output.
+    fn sampler_for(&self, source: &Image, rect: vk::Rect2D) -> vk::Sampler {
+        if rect.extent == source.extent() {
+            self.nearest
+        } else {
+            self.linear
+        }
+    }
+
+    /// # Safety
+    /// As [`CompositePass::record`].
+    unsafe fn record_draw(
         &self,
         gpu: &Gpu,
         cmd: vk::CommandBuffer,
@@ -90,12 +190,7 @@ impl CompositePass {
         let rect = letterbox(source.extent(), target);
         super::scene::set_viewport_rect(device, cmd, rect);
         device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.pipeline.raw);
-        // Pixel-exact when sizes match, so the headless image is exactly the upscaler's output.
-        let sampler = if rect.extent == source.extent() {
-            self.nearest
-        } else {
-            self.linear
-        };
+        let sampler = self.sampler_for(source, rect);
         pipeline::push_descriptors(
             gpu,
             cmd,
@@ -123,6 +218,7 @@ impl CompositePass {
 
     pub fn destroy(self, gpu: &Gpu) {
         self.pipeline.destroy(gpu);
+        self.compute.destroy(gpu);
         unsafe {
             gpu.device.destroy_sampler(self.linear, None);
             gpu.device.destroy_sampler(self.nearest, None);

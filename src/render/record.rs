@@ -242,6 +242,13 @@ impl Renderer {
             timestamps.end(gpu, cmd, span);
         }
         let span = timestamps.begin(gpu, cmd, "composite");
+        // The compute pass writes the target as a storage image (GENERAL), then hands it to
+        // the UI pass as a colour attachment; the draw renders to it as one.
+        let target_write = if target.storage {
+            barrier::STORAGE_WRITE
+        } else {
+            barrier::COLOR_WRITE
+        };
         barrier::transition(
             device,
             cmd,
@@ -256,7 +263,7 @@ impl Renderer {
                     image: target.image,
                     range: barrier::color_range(),
                     from: target.initial,
-                    to: barrier::COLOR_WRITE,
+                    to: target_write,
                 },
             ],
         );
@@ -264,8 +271,29 @@ impl Renderer {
             .compare
             .as_ref()
             .map(|c| (c.right_image(), self.divider));
-        self.composite
-            .record(gpu, cmd, &self.output, split, target.view, target.extent);
+        if target.storage {
+            self.composite.record_compute(
+                gpu,
+                cmd,
+                &self.output,
+                split,
+                target.view,
+                target.extent,
+            );
+            barrier::transition(
+                device,
+                cmd,
+                &[Transition {
+                    image: target.image,
+                    range: barrier::color_range(),
+                    from: barrier::STORAGE_WRITE,
+                    to: barrier::COLOR_WRITE,
+                }],
+            );
+        } else {
+            self.composite
+                .record(gpu, cmd, &self.output, split, target.view, target.extent);
+        }
         timestamps.end(gpu, cmd, span);
         Ok(())
     }
