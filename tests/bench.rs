@@ -269,8 +269,9 @@ fn check_markdown(md: &str, runs: &[Value]) {
     for run in runs {
         let res = &run["resolution"];
         let prefix = format!(
-            "| {} | {} | {}x{}→{}x{} |",
+            "| {} | {} | {} | {}x{}→{}x{} |",
             run["pattern"].as_str().unwrap(),
+            run["precision"].as_str().unwrap_or("–"),
             run["model"].as_str().unwrap_or("–"),
             res["render"][0],
             res["render"][1],

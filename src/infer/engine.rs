@@ -8,7 +8,7 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 
 use super::error::{InferError, Result};
-use super::ops::{FrameImages, Recorder};
+use super::ops::{Cost, FrameImages, Recorder};
 use super::pipelines::Pipelines;
 use super::pipelines::{PipeId, PipelineDesc};
 use super::plan::{Plan, TensorInfo};
@@ -30,6 +30,16 @@ pub struct EngineSummary {
     pub dispatches: usize,
     /// Dispatches that run more than one graph node.
     pub fused_groups: usize,
+    /// Each op's cost per run, by span label in execution order (the bench's roofline).
+    pub layers: Vec<LayerCost>,
+}
+
+/// One op's [`Cost`] under its timestamp span's label.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LayerCost {
+    pub name: &'static str,
+    #[serde(flatten)]
+    pub cost: Cost,
 }
 
 impl EngineSummary {
@@ -150,7 +160,24 @@ impl Engine {
             conv_path,
             dispatches: self.plan.ops.len() + self.convert.iter().flatten().count(),
             fused_groups: self.plan.ops.iter().filter(|op| op.nodes() > 1).count(),
+            layers: self.costs(),
         }
+    }
+
+    /// Every op's cost per run, in execution order.
+    pub fn costs(&self) -> Vec<LayerCost> {
+        let elem = self.plan.options.precision.size();
+        let bytes_of =
+            |t: usize| self.plan.tensors[t].shape.iter().product::<usize>() as u64 * elem;
+        self.plan
+            .ops
+            .iter()
+            .zip(&self.labels)
+            .map(|(op, &name)| LayerCost {
+                name,
+                cost: op.cost(&bytes_of, elem),
+            })
+            .collect()
     }
 
     /// The span label of every op, in execution order.

@@ -19,7 +19,7 @@ pub mod tensor;
 
 use std::path::Path;
 
-pub use engine::{Engine, EngineSummary};
+pub use engine::{Engine, EngineSummary, LayerCost};
 pub use error::{InferError, Result};
 pub use graph::Graph;
 pub use plan::{Plan, PlanOptions};

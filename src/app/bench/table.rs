@@ -192,7 +192,7 @@ pub fn markdown(r: &BenchReport) -> String {
     for run in &r.runs {
         let mut cells = vec![
             run.pattern.clone(),
-            run.precision.clone().unwrap_or_default(),
+            run.precision.clone().unwrap_or_else(|| "–".into()),
             run.model_label().to_string(),
             run.resolution.label(),
             p50_p99(&run.frame_ms),
@@ -228,7 +228,11 @@ fn layers_section(r: &BenchReport) -> String {
     if runs.is_empty() {
         return String::new();
     }
-    let mut s = String::from("\n## In-stream layers\n\nGPU ms, p50 / p99, in execution order.\n");
+    let mut s = String::from(
+        "\n## In-stream layers\n\nGPU ms, p50 / p99, in execution order; each dispatch's work \
+         (FLOPs, a multiply-add counting 2; the bytes it must read and write at least) and the \
+         rates they give at p50 (compare with the GPU's peaks: docs/engine.md).\n",
+    );
     for run in runs {
         s += &format!(
             "\n{} {} at {}{}:\n\n",
@@ -239,12 +243,40 @@ fn layers_section(r: &BenchReport) -> String {
                 .as_ref()
                 .map_or(String::new(), |e| format!(" ({})", e.line()))
         );
-        s += "| layer | p50 / p99 |\n| --- | --- |\n";
+        s += "| layer | p50 / p99 | GFLOP | MB | TFLOP/s | GB/s |\n\
+              | --- | --- | --- | --- | --- | --- |\n";
         for l in &run.layers {
-            s += &row(&[l.name.clone(), p50_p99(&l.stats)]);
+            let cost = run
+                .engine
+                .as_ref()
+                .and_then(|e| e.layers.iter().find(|c| c.name == l.name))
+                .map(|c| c.cost);
+            let mut cells = vec![l.name.clone(), p50_p99(&l.stats)];
+            cells.extend(match cost {
+                Some(c) => roofline_cells(c.flops, c.bytes, l.stats.p50_ms),
+                None => vec!["–".into(); 4],
+            });
+            s += &row(&cells);
         }
     }
     s
+}
+
+/// GFLOP, MB, and the TFLOP/s and GB/s they make in `ms`.
+fn roofline_cells(flops: u64, bytes: u64, ms: f64) -> Vec<String> {
+    let per_s = |x: u64| {
+        if ms > 0.0 {
+            x as f64 / (ms * 1e-3)
+        } else {
+            0.0
+        }
+    };
+    vec![
+        format!("{:.3}", flops as f64 * 1e-9),
+        format!("{:.2}", bytes as f64 * 1e-6),
+        format!("{:.2}", per_s(flops) * 1e-12),
+        format!("{:.0}", per_s(bytes) * 1e-9),
+    ]
 }
 
 fn unavailable_section(r: &BenchReport) -> String {
@@ -441,6 +473,14 @@ fn line(cells: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roofline_rates_come_from_the_p50() {
+        // 3x3 16->16 at 960x540: 2 * 16 * 518400 * 144 = 2.389 GFLOP; 0.1 ms -> 23.89 TFLOP/s.
+        let cells = roofline_cells(2_388_787_200, 33_177_600, 0.1);
+        assert_eq!(cells, ["2.389", "33.18", "23.89", "332"]);
+        assert_eq!(roofline_cells(10, 10, 0.0)[2], "0.00");
+    }
 
     #[test]
     fn numbers_read_well() {

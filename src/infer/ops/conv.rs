@@ -3,7 +3,7 @@
 //! (`conv.comp`) explains the tiling.
 
 use super::unary::Activation;
-use super::{Built, Io, NodeCtx, Op, Recorder, TensorId};
+use super::{Built, Cost, Io, NodeCtx, Op, Recorder, TensorId};
 use crate::gpu::{Buffer, Gpu};
 use crate::infer::error::Result;
 use crate::infer::graph::Attrs;
@@ -362,9 +362,25 @@ impl Conv {
     }
 }
 
+impl Geometry {
+    /// Multiply-adds × 2 of the whole convolution.
+    pub fn flops(&self) -> u64 {
+        let per_output = (self.in_c / self.groups) * self.kernel[0] * self.kernel[1];
+        2 * (self.out_c * self.out_h * self.out_w * per_output) as u64
+    }
+}
+
 impl Op for Conv {
     fn label(&self) -> &str {
         &self.label
+    }
+
+    fn cost(&self, bytes_of: &dyn Fn(TensorId) -> u64, elem: u64) -> Cost {
+        let params = (self.weights.len() + self.bias.len()) as u64 * elem;
+        Cost {
+            flops: self.geo.flops(),
+            bytes: bytes_of(self.io.inputs[0]) + bytes_of(self.io.outputs[0]) + params,
+        }
     }
 
     fn io(&self) -> &Io {
@@ -544,5 +560,25 @@ mod tests {
         assert_eq!(packed.len(), 2 * OC_BLOCK);
         assert_eq!(&packed[..4], &[1.0, 2.0, 3.0, 0.0]);
         assert_eq!(&packed[OC_BLOCK..OC_BLOCK + 4], &[4.0, 5.0, 6.0, 0.0]);
+    }
+
+    #[test]
+    fn flops_count_a_multiply_add_as_two() {
+        let g = Geometry {
+            in_c: 16,
+            in_h: 540,
+            in_w: 960,
+            out_c: 16,
+            out_h: 540,
+            out_w: 960,
+            kernel: [3, 3],
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad: [1, 1],
+            groups: 1,
+        };
+        assert_eq!(g.flops(), 2 * 16 * 540 * 960 * 16 * 9);
+        let depthwise = Geometry { groups: 16, ..g };
+        assert_eq!(depthwise.flops(), 2 * 16 * 540 * 960 * 9);
     }
 }

@@ -8,7 +8,7 @@ use ash::vk;
 
 use super::conv::Geometry;
 use super::unary::Activation;
-use super::{Io, Op, Recorder, TensorId};
+use super::{Cost, Io, Op, Recorder, TensorId};
 use crate::gpu::pipeline::Binding;
 use crate::gpu::{Buffer, Gpu};
 use crate::infer::error::Result;
@@ -375,6 +375,32 @@ impl Op for FusedConv {
 
     fn writes_frame(&self) -> bool {
         self.fusion.tail.is_some()
+    }
+
+    /// The conv's FLOPs (the fused element-wise steps are noise beside them); bytes: the
+    /// input (tensor, or RGBA8 texels), residual, weights, and the output tensor or, with the
+    /// tail, the RGBA8 output image and the base's texels.
+    fn cost(&self, bytes_of: &dyn Fn(TensorId) -> u64, elem: u64) -> Cost {
+        let g = &self.geo;
+        let texels = (g.in_h * g.in_w) as u64 * 4;
+        let input = if self.fusion.image_in {
+            texels
+        } else {
+            bytes_of(self.io.inputs[0])
+        };
+        let residual = self.fusion.residual.map_or(0, bytes_of);
+        let params = (self.weights.len() + self.bias.len()) as u64 * elem;
+        let output = match self.fusion.tail {
+            Some(t) => {
+                let out = (g.out_h * g.out_w * t.block * t.block) as u64 * 4;
+                out + if t.base.is_some() { texels } else { 0 }
+            }
+            None => bytes_of(self.io.outputs[0]),
+        };
+        Cost {
+            flops: g.flops(),
+            bytes: input + residual + params + output,
+        }
     }
 
     fn prepare(&mut self, gpu: &Gpu, pipes: &mut Pipelines) -> Result<()> {

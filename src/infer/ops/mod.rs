@@ -128,6 +128,15 @@ pub struct Built {
     pub shapes: Vec<Vec<usize>>,
 }
 
+/// Arithmetic and memory traffic of one run of an op, for the roofline table: FLOPs (a
+/// multiply-add counts 2) and the bytes it must read and write at least (each tensor, image
+/// and weight once; what caches save or re-reads cost is not in it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Cost {
+    pub flops: u64,
+    pub bytes: u64,
+}
+
 pub trait Op {
     /// The timestamp span label (see [`NodeCtx::label`]).
     fn label(&self) -> &str;
@@ -143,6 +152,16 @@ pub trait Op {
     /// Whether it writes the graph output into the frame's upscaled image instead of a tensor.
     fn writes_frame(&self) -> bool {
         false
+    }
+    /// One run's [`Cost`]; `bytes_of` gives a tensor's size in the plan's precision. By
+    /// default: reads its inputs, writes its outputs, one FLOP per output element.
+    fn cost(&self, bytes_of: &dyn Fn(TensorId) -> u64, elem: u64) -> Cost {
+        let io = self.io();
+        let out: u64 = io.outputs.iter().map(|&t| bytes_of(t)).sum();
+        Cost {
+            flops: out / elem,
+            bytes: io.inputs.iter().map(|&t| bytes_of(t)).sum::<u64>() + out,
+        }
     }
     /// Makes pipelines and weight buffers; load time only.
     fn prepare(&mut self, gpu: &Gpu, pipes: &mut Pipelines) -> Result<()>;
