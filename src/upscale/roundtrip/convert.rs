@@ -2,30 +2,91 @@
 //! and the model's planar NCHW f32 tensor. They run twice per frame on the critical path, so
 //! they are pure functions of their slices with unit tests against a per-pixel reference.
 
-/// RGBA8 (display-encoded) → planar RGB f32 in 0..1: the model's input layout.
+/// Multiplied by, not divided by 255: dividing would change the last bit of some values.
+const SCALE: f32 = 1.0 / 255.0;
+
+/// RGBA8 (display-encoded) → planar RGB f32 in 0..1: the model's input layout. Converts the
+/// pixels both slices hold (`tensor.len() / 3` per plane); the rest of either is left as it is.
 pub fn rgba8_to_nchw(rgba: &[u8], tensor: &mut [f32]) {
     let plane = tensor.len() / 3;
+    let n = plane.min(rgba.len() / 4);
     let (r, rest) = tensor.split_at_mut(plane);
     let (g, b) = rest.split_at_mut(plane);
-    for (i, px) in rgba.chunks_exact(4).take(plane).enumerate() {
-        r[i] = px[0] as f32 * (1.0 / 255.0);
-        g[i] = px[1] as f32 * (1.0 / 255.0);
-        b[i] = px[2] as f32 * (1.0 / 255.0);
+    let (r, g, b) = (&mut r[..n], &mut g[..n], &mut b[..n]);
+    let rgba = &rgba[..n * 4];
+    // Whole pixels as u32 let the compiler load four at a time and split the channels with
+    // masks and shifts. Mapped Vulkan memory is aligned (minMemoryMapAlignment >= 64), and so
+    // is a Vec<u8> from the system allocator in practice; a sub-slice may not be, and takes
+    // the per-pixel loop.
+    match bytemuck::try_cast_slice::<u8, u32>(rgba) {
+        Ok(pixels) => unpack(pixels, r, g, b),
+        Err(_) => {
+            for (((px, r), g), b) in rgba.chunks_exact(4).zip(r).zip(g).zip(b) {
+                *r = px[0] as f32 * SCALE;
+                *g = px[1] as f32 * SCALE;
+                *b = px[2] as f32 * SCALE;
+            }
+        }
     }
 }
 
-/// Planar RGB f32 → RGBA8, clamped to 0..1 and rounded to nearest.
+/// Planar RGB f32 → RGBA8 (alpha 255), clamped to 0..1 and rounded half up: exactly
+/// `(v.clamp(0.0, 1.0) * 255.0 + 0.5) as u8`, with NaN → 0. Converts the pixels both slices
+/// hold; the rest of either is left as it is.
 pub fn nchw_to_rgba8(tensor: &[f32], rgba: &mut [u8]) {
     let plane = tensor.len() / 3;
+    let n = plane.min(rgba.len() / 4);
     let (r, rest) = tensor.split_at(plane);
     let (g, b) = rest.split_at(plane);
-    let q = |v: f32| (v.clamp(0.0, 1.0) * 255.0 + 0.5) as u8;
-    for (i, px) in rgba.chunks_exact_mut(4).take(plane).enumerate() {
-        px[0] = q(r[i]);
-        px[1] = q(g[i]);
-        px[2] = q(b[i]);
-        px[3] = 255;
+    let (r, g, b) = (&r[..n], &g[..n], &b[..n]);
+    let rgba = &mut rgba[..n * 4];
+    match bytemuck::try_cast_slice_mut::<u8, u32>(rgba) {
+        // Whole-pixel stores also keep the writes into a write-combined upload buffer full-width.
+        Ok(pixels) => pack(r, g, b, pixels),
+        Err(_) => {
+            for (((px, r), g), b) in rgba.chunks_exact_mut(4).zip(r).zip(g).zip(b) {
+                px.copy_from_slice(&pack_pixel(*r, *g, *b).to_le_bytes());
+            }
+        }
     }
+}
+
+/// Equal-length slices: one loop without bounds checks that the compiler vectorises.
+fn unpack(pixels: &[u32], r: &mut [f32], g: &mut [f32], b: &mut [f32]) {
+    for (((&p, r), g), b) in pixels.iter().zip(r).zip(g).zip(b) {
+        let p = u32::from_le(p);
+        // Masked to 0..=255 the conversion is exact, the same as `byte as f32`.
+        *r = (p & 0xff) as f32 * SCALE;
+        *g = ((p >> 8) & 0xff) as f32 * SCALE;
+        *b = ((p >> 16) & 0xff) as f32 * SCALE;
+    }
+}
+
+fn pack(r: &[f32], g: &[f32], b: &[f32], pixels: &mut [u32]) {
+    for (((p, &r), &g), &b) in pixels.iter_mut().zip(r).zip(g).zip(b) {
+        *p = pack_pixel(r, g, b).to_le();
+    }
+}
+
+fn pack_pixel(r: f32, g: f32, b: f32) -> u32 {
+    quantise(r) | quantise(g) << 8 | quantise(b) << 16 | 0xff00_0000
+}
+
+/// `(v.clamp(0.0, 1.0) * 255.0 + 0.5) as u8` in operations that vectorise: `as u8` (a
+/// saturating conversion) and `floor` (a libm call without SSE4.1) keep the loop scalar.
+#[inline(always)]
+fn quantise(v: f32) -> u32 {
+    // 2^23: adding it to x in 0..2^22 leaves x rounded to an integer (ties to even) in the
+    // low mantissa bits.
+    const ROUND: f32 = 8_388_608.0;
+    // Comparisons, not `clamp`: NaN fails both and becomes 0, what `as u8` made of it.
+    let c = if v > 0.0 { v } else { 0.0 };
+    let c = if c < 1.0 { c } else { 1.0 };
+    let x = c * 255.0 + 0.5; // the reference's value, in 0.5..=255.5
+    let nearest = (x + ROUND) - ROUND;
+    // `as u8` truncates; for x > 0 that is floor: one less where rounding went up.
+    let floor = if nearest > x { nearest - 1.0 } else { nearest };
+    (floor + ROUND).to_bits() & 0xff
 }
 
 #[cfg(test)]
@@ -137,7 +198,7 @@ mod tests {
     }
 
     #[test]
-    fn to_tensor_reads_an_unaligned_slice() {
+    fn conversions_take_unaligned_slices() {
         let rgba = test_pixels(1000);
         let mut bytes = vec![0u8; 1];
         bytes.extend(&rgba);
@@ -145,6 +206,12 @@ mod tests {
         reference_to_tensor(&rgba, &mut expected);
         rgba8_to_nchw(&bytes[1..], &mut got);
         assert_eq!(expected, got);
+
+        let tensor: Vec<f32> = test_floats().into_iter().take(3000).collect();
+        let mut expected = vec![0u8; 4000];
+        reference_from_tensor(&tensor, &mut expected);
+        nchw_to_rgba8(&tensor, &mut bytes[1..]);
+        assert_eq!(expected, bytes[1..]);
     }
 
     #[test]
