@@ -1,9 +1,24 @@
 //! The CPU roundtrip's host conversions between the RGBA8 frame (readback and upload buffers)
 //! and the model's planar NCHW f32 tensor. They run twice per frame on the critical path, so
 //! they are pure functions of their slices with unit tests against a per-pixel reference.
+//!
+//! Large frames are split into bands of pixels converted on rayon's global pool (one worker
+//! per core, started once on first use, never per frame); small ones stay on the caller's
+//! thread. Nothing here allocates.
+
+use rayon::prelude::*;
 
 /// Multiplied by, not divided by 255: dividing would change the last bit of some values.
 const SCALE: f32 = 1.0 / 255.0;
+
+/// Pixels per parallel work item: 64 KiB of RGBA, about 8.5 rows at 1920 wide (a per-pixel
+/// map needs no row boundaries). A 1080p frame makes 127 of them, enough that 16 workers
+/// stay busy when some finish early; at 960x540, 32.
+const BAND_PIXELS: usize = 16 * 1024;
+
+/// Below this (256x256) the caller's thread converts the frame in well under 0.1 ms, less
+/// than waking and joining the pool costs; the tests' frames (up to 320x180) stay here.
+const PARALLEL_MIN_PIXELS: usize = 64 * 1024;
 
 /// RGBA8 (display-encoded) → planar RGB f32 in 0..1: the model's input layout. Converts the
 /// pixels both slices hold (`tensor.len() / 3` per plane); the rest of either is left as it is.
@@ -19,7 +34,13 @@ pub fn rgba8_to_nchw(rgba: &[u8], tensor: &mut [f32]) {
     // is a Vec<u8> from the system allocator in practice; a sub-slice may not be, and takes
     // the per-pixel loop.
     match bytemuck::try_cast_slice::<u8, u32>(rgba) {
-        Ok(pixels) => unpack(pixels, r, g, b),
+        Ok(pixels) if n < PARALLEL_MIN_PIXELS => unpack(pixels, r, g, b),
+        Ok(pixels) => pixels
+            .par_chunks(BAND_PIXELS)
+            .zip(r.par_chunks_mut(BAND_PIXELS))
+            .zip(g.par_chunks_mut(BAND_PIXELS))
+            .zip(b.par_chunks_mut(BAND_PIXELS))
+            .for_each(|(((pixels, r), g), b)| unpack(pixels, r, g, b)),
         Err(_) => {
             for (((px, r), g), b) in rgba.chunks_exact(4).zip(r).zip(g).zip(b) {
                 *r = px[0] as f32 * SCALE;
@@ -40,9 +61,15 @@ pub fn nchw_to_rgba8(tensor: &[f32], rgba: &mut [u8]) {
     let (g, b) = rest.split_at(plane);
     let (r, g, b) = (&r[..n], &g[..n], &b[..n]);
     let rgba = &mut rgba[..n * 4];
+    // Whole-pixel stores also keep the writes into a write-combined upload buffer full-width.
     match bytemuck::try_cast_slice_mut::<u8, u32>(rgba) {
-        // Whole-pixel stores also keep the writes into a write-combined upload buffer full-width.
-        Ok(pixels) => pack(r, g, b, pixels),
+        Ok(pixels) if n < PARALLEL_MIN_PIXELS => pack(r, g, b, pixels),
+        Ok(pixels) => pixels
+            .par_chunks_mut(BAND_PIXELS)
+            .zip(r.par_chunks(BAND_PIXELS))
+            .zip(g.par_chunks(BAND_PIXELS))
+            .zip(b.par_chunks(BAND_PIXELS))
+            .for_each(|(((pixels, r), g), b)| pack(r, g, b, pixels)),
         Err(_) => {
             for (((px, r), g), b) in rgba.chunks_exact_mut(4).zip(r).zip(g).zip(b) {
                 px.copy_from_slice(&pack_pixel(*r, *g, *b).to_le_bytes());
@@ -123,12 +150,14 @@ mod tests {
     }
 
     /// (RGBA pixels, tensor plane): equal sizes from one pixel to more than a 1080p quarter
-    /// (so any block and parallel split is crossed, with a remainder), then each side longer.
-    const SIZES: [(usize, usize); 9] = [
+    /// (so the parallel threshold and bands are crossed, with a remainder), then each side
+    /// longer.
+    const SIZES: [(usize, usize); 10] = [
         (1, 1),
         (7, 7),
         (64 * 36, 64 * 36),
         (160 * 90 + 3, 160 * 90 + 3),
+        (PARALLEL_MIN_PIXELS, PARALLEL_MIN_PIXELS),
         (1920 * 1080 / 4 + 13, 1920 * 1080 / 4 + 13),
         (300_007, 300_007),
         (100, 37),
