@@ -9,6 +9,8 @@
 //! buffer → output image. vkQueueSubmit of B makes the host's writes to the upload buffer
 //! visible to the device (the memory is host-coherent, or flushed here).
 
+mod convert;
+
 use std::time::Instant;
 
 use ash::vk;
@@ -19,6 +21,8 @@ use super::{FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier::{self, Transition};
 use crate::gpu::{self, Buffer, Gpu, Image};
 use crate::render::FRAMES_IN_FLIGHT;
+
+pub use convert::{nchw_to_rgba8, rgba8_to_nchw};
 
 /// One frame slot's buffers: the other slot's frame may still be copying from or into its own.
 struct SlotBuffers {
@@ -77,32 +81,6 @@ impl CpuRoundtrip {
             out_shape,
             host_copy_bytes: 0,
         })
-    }
-}
-
-/// RGBA8 (display-encoded) → planar RGB f32 in 0..1: the model's input layout.
-pub fn rgba8_to_nchw(rgba: &[u8], tensor: &mut [f32]) {
-    let plane = tensor.len() / 3;
-    let (r, rest) = tensor.split_at_mut(plane);
-    let (g, b) = rest.split_at_mut(plane);
-    for (i, px) in rgba.chunks_exact(4).take(plane).enumerate() {
-        r[i] = px[0] as f32 * (1.0 / 255.0);
-        g[i] = px[1] as f32 * (1.0 / 255.0);
-        b[i] = px[2] as f32 * (1.0 / 255.0);
-    }
-}
-
-/// Planar RGB f32 → RGBA8, clamped to 0..1 and rounded to nearest.
-pub fn nchw_to_rgba8(tensor: &[f32], rgba: &mut [u8]) {
-    let plane = tensor.len() / 3;
-    let (r, rest) = tensor.split_at(plane);
-    let (g, b) = rest.split_at(plane);
-    let q = |v: f32| (v.clamp(0.0, 1.0) * 255.0 + 0.5) as u8;
-    for (i, px) in rgba.chunks_exact_mut(4).take(plane).enumerate() {
-        px[0] = q(r[i]);
-        px[1] = q(g[i]);
-        px[2] = q(b[i]);
-        px[3] = 255;
     }
 }
 
@@ -229,32 +207,5 @@ impl Upscaler for CpuRoundtrip {
             slot.readback.destroy(gpu);
             slot.upload.destroy(gpu);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn conversions_round_trip_every_byte_value() {
-        let rgba: Vec<u8> = (0..=255u8).flat_map(|v| [v, 255 - v, v / 2, 7]).collect();
-        let mut tensor = vec![0.0; 256 * 3];
-        rgba8_to_nchw(&rgba, &mut tensor);
-        assert_eq!(tensor[255], 1.0);
-        assert_eq!(tensor[256], 1.0, "green plane starts with 255 - 0");
-        let mut back = vec![0u8; 256 * 4];
-        nchw_to_rgba8(&tensor, &mut back);
-        for (a, b) in rgba.chunks(4).zip(back.chunks(4)) {
-            assert_eq!(&a[..3], &b[..3]);
-            assert_eq!(b[3], 255);
-        }
-    }
-
-    #[test]
-    fn out_of_range_outputs_clamp() {
-        let mut px = [0u8; 4];
-        nchw_to_rgba8(&[-0.5, 1.7, 0.5], &mut px);
-        assert_eq!(px, [0, 255, 128, 255]);
     }
 }
