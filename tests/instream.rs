@@ -256,9 +256,12 @@ fn sixty_headless_frames_are_validation_clean_with_a_span_per_layer() {
     );
     let engine = summary.engine.as_ref().expect("summary.engine");
     // precision = "auto": fp16 where the device stores it (lavapipe does).
-    let fp16 = {
+    let (fp16, coopmat) = {
         let (gpu, _) = Gpu::new(Validation::from_env(), &[], "", None).unwrap();
-        Precision::Fp16.unsupported_on(&gpu.info).is_none()
+        (
+            Precision::Fp16.unsupported_on(&gpu.info).is_none(),
+            infer::plan::choose_coopmat(&gpu.info).is_ok(),
+        )
     };
     assert_eq!(
         engine.precision,
@@ -273,6 +276,14 @@ fn sixty_headless_frames_are_validation_clean_with_a_span_per_layer() {
         "lavapipe has no cooperative matrix"
     );
     assert_eq!((engine.dispatches, engine.fused_groups), (2, 2));
+    // The overlay's line says why the convs are not on the matrix units.
+    assert!(
+        coopmat
+            || summary.pattern_note.contains("packed conv")
+                && summary.pattern_note.contains("cooperative_matrix"),
+        "{}",
+        summary.pattern_note
+    );
     assert_eq!(summary.host_copy_bytes, 0, "no host step");
     assert_eq!(summary.bus_bytes, 0);
 }

@@ -16,7 +16,8 @@ use ash::vk;
 use super::{FrameIo, MlSettings, Pattern, Upscaler};
 use crate::gpu::{self, Gpu, Image};
 use crate::infer::ops::{compute_barrier, FrameImages};
-use crate::infer::{self, Engine, EngineSummary, PlanOptions};
+use crate::infer::plan::choose_coopmat;
+use crate::infer::{self, Engine, EngineSummary, PlanOptions, Precision};
 
 pub struct InStream {
     engine: Engine,
@@ -61,6 +62,16 @@ impl InStream {
         if let Some(why) = &fallback {
             tracing::warn!("in-stream: {why}");
         }
+        // Why the convs are not on the matrix units, for the overlay's line.
+        let conv_note = match (precision, choose_coopmat(&gpu.info)) {
+            (Precision::Fp16, Err(why)) => Some(format!("packed conv: {why}")),
+            (Precision::Fp32, Ok(_)) => Some("the matrix units run in fp16 only".to_string()),
+            _ => None,
+        };
+        let fallback = match (fallback, conv_note) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         let options = PlanOptions::fast(&gpu.info, precision, true);
         let plan = plan_with(
             &ml.model,
