@@ -1,6 +1,7 @@
 //! From a graph and concrete input shapes to a plan: ops in topological order with their output
 //! shapes, Identity removed, Conv+activation fused, the pixel-shuffle pattern lowered to
-//! DepthToSpace, and one buffer per group of tensors whose lifetimes do not overlap.
+//! DepthToSpace, and one buffer per group of tensors whose lifetimes do not overlap. The fast
+//! path (`PlanOptions::fuse`) folds more into each conv: `fusion.rs`.
 
 use std::collections::{HashMap, HashSet};
 
@@ -210,6 +211,13 @@ impl Plan {
                 ""
             };
             lines.push(format!("{k}: {}{kernel}{barrier}", op.label()));
+        }
+        if o.fuse {
+            lines.push(
+                "conv -> conv chains: one dispatch per conv, each output tensor written once \
+                 (cross-layer tiles with halo recompute are not implemented: docs/engine.md)"
+                    .to_string(),
+            );
         }
         lines.extend(self.notes.iter().cloned());
         lines
