@@ -14,7 +14,7 @@ layout(local_size_x = 16, local_size_y = 8) in;
 const uint PIXELS = 4u;
 
 // Weights as [oc block][tap][input channel, padded to icp][16 output channels].
-layout(set = 0, binding = 1) readonly buffer W { sfpvec4 w[]; };
+layout(set = 0, binding = 1) restrict readonly buffer W { sfpvec4 w[]; };
 
 void main() {
     uint lx = gl_LocalInvocationID.x;

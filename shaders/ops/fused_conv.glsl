@@ -36,15 +36,15 @@ const uint TAPS = KH * KW;
 #ifdef IMAGE_IN
 layout(set = 0, binding = 0) uniform sampler2D frame_in;
 #else
-layout(set = 0, binding = 0) readonly buffer X { sfp x[]; };
+layout(set = 0, binding = 0) restrict readonly buffer X { sfp x[]; };
 #endif
-layout(set = 0, binding = 2) readonly buffer B { sfp bias[]; };
-layout(set = 0, binding = 3) readonly buffer R { sfp residual[]; };
+layout(set = 0, binding = 2) restrict readonly buffer B { sfp bias[]; };
+layout(set = 0, binding = 3) restrict readonly buffer R { sfp residual[]; };
 #ifdef IMAGE_OUT
 layout(set = 0, binding = 4, rgba8) uniform writeonly image2D frame_out;
 layout(set = 0, binding = 5) uniform sampler2D frame_base;
 #else
-layout(set = 0, binding = 4) writeonly buffer Y { sfp y[]; };
+layout(set = 0, binding = 4) restrict writeonly buffer Y { sfp y[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -61,29 +61,38 @@ layout(push_constant) uniform Push {
 // channel vectors is one strided matrix (the coopmat path loads it as such).
 shared sfp s_in[TILE_ROWS * TILE_COLS * CHUNK];
 
-// One input value as the unfused network stores it: the tensor's, or the frame's texel as the
-// pre-process would have stored it.
-float input_value(uint c, int iy, int ix) {
-#ifdef IMAGE_IN
-    return c < 3u ? float(sfp(texelFetch(frame_in, ivec2(ix, iy), 0)[c])) : 0.0;
-#else
-    return float(x[(c * p.in_h + uint(iy)) * p.in_w + uint(ix)]);
-#endif
-}
-
 // Stages input channels c0..c0+CHUNK of the work group's tile (zero outside the image and past
-// the last channel). Every invocation of the work group takes part.
+// the last channel): one pixel's CHUNK channels per step, so the frame's texel is fetched once
+// and a tensor's planes are read at consecutive pixels by consecutive invocations. An input
+// value is what the unfused network stores: the tensor's, or the frame's texel as the
+// pre-process would have stored it. Every invocation of the work group takes part.
 void stage_chunk(uint c0, uint lid, uint threads) {
     int iy0 = int(gl_WorkGroupID.y * TILE_H) - p.pad_top;
     int ix0 = int(gl_WorkGroupID.x * TILE_W) - p.pad_left;
     const uint plane = TILE_ROWS * TILE_COLS;
-    for (uint i = lid; i < CHUNK * plane; i += threads) {
-        uint c = i / plane;
-        uint r = i - c * plane;
+    for (uint r = lid; r < plane; r += threads) {
         int iy = iy0 + int(r / TILE_COLS);
         int ix = ix0 + int(r % TILE_COLS);
-        bool inside = iy >= 0 && iy < int(p.in_h) && ix >= 0 && ix < int(p.in_w) && c0 + c < p.ic;
-        s_in[r * CHUNK + c] = sfp(inside ? input_value(c0 + c, iy, ix) : 0.0);
+        bool inside = iy >= 0 && iy < int(p.in_h) && ix >= 0 && ix < int(p.in_w);
+#ifdef IMAGE_IN
+        vec4 texel = vec4(0.0);
+        if (inside) {
+            texel = texelFetch(frame_in, ivec2(ix, iy), 0);
+        }
+        [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
+            s_in[r * CHUNK + c] = sfp(c0 + c < 3u ? texel[min(c0 + c, 3u)] : 0.0);
+        }
+#else
+        uint at = inside ? uint(iy) * p.in_w + uint(ix) : 0u;
+        uint plane_in = p.in_h * p.in_w;
+        [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
+            sfp v = sfp(0.0);
+            if (inside && c0 + c < p.ic) {
+                v = x[(c0 + c) * plane_in + at];
+            }
+            s_in[r * CHUNK + c] = v;
+        }
+#endif
     }
 }
 
@@ -151,17 +160,22 @@ void store_pixel(uint ox, uint oy, uint ob, float sums[OC_TILE]) {
 #ifdef IMAGE_OUT
     store_tail(ox, oy, sums);
 #else
-    for (uint j = 0u; j < OC_TILE; ++j) {
-        uint oc = ob * OC_TILE + j;
-        if (oc >= p.oc) {
-            break;
+    // The residual's values are all loaded before the first store, so the loads overlap.
+    uint n = min(OC_TILE, p.oc - ob * OC_TILE);
+    uint plane = p.out_h * p.out_w;
+    uint at = (ob * OC_TILE) * plane + oy * p.out_w + ox;
+    float res[OC_TILE];
+    [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
+        res[j] = 0.0;
+        if (RESIDUAL && j < n) {
+            res[j] = float(residual[at + j * plane]);
         }
-        uint i = (oc * p.out_h + oy) * p.out_w + ox;
-        float v = conv_out(oc, sums[j]);
-        if (RESIDUAL) {
-            v = v + float(residual[i]);
+    }
+    [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
+        if (j < n) {
+            float v = conv_out(ob * OC_TILE + j, sums[j]);
+            y[at + j * plane] = sfp(RESIDUAL ? v + res[j] : v);
         }
-        y[i] = sfp(v);
     }
 #endif
 }

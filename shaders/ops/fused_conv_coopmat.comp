@@ -33,7 +33,7 @@ const uint SEGS_PER_ROW = TILE_W / CM_M;
 
 // Weights as [oc block][tap][input channel, padded to icp][16 output channels]: for a tap
 // and CM_K channels, B is a CM_K × 16 row-major block.
-layout(set = 0, binding = 1) readonly buffer W { float16_t w[]; };
+layout(set = 0, binding = 1) restrict readonly buffer W { float16_t w[]; };
 
 // Per subgroup: one segment's CM_M × 16 sums, row-major.
 shared float s_out[SUBGROUPS * CM_M * OC_TILE];
