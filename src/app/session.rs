@@ -94,7 +94,8 @@ impl Session {
         }
         let sizes = checked_sizes(config, &gpu)?;
         let layers = textures::load_all(&paths::root().join("assets"))?;
-        let world = World::new(config.game.seed);
+        let mut world = World::new(config.game.seed);
+        world.mouse_sensitivity = config.game.mouse_sensitivity;
         let format = match &surface {
             Some(s) => s.swapchain.as_ref().unwrap().format,
             None => headless_format,

@@ -315,9 +315,7 @@ impl Running {
             })?;
             self.recreate = false;
         }
-        let mut input = self.input;
-        input.look_delta *= self.session.config.game.mouse_sensitivity;
-        self.session.world.update(dt, &input);
+        self.session.world.update(dt, &self.input);
         self.input.look_delta = glam::Vec2::ZERO;
 
         let raw_input = self.egui_state.take_egui_input(&self.window);

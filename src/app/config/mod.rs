@@ -86,6 +86,7 @@ impl Default for GpuConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct GameConfig {
     pub seed: u64,
+    /// Degrees of turn per pixel of mouse motion.
     pub mouse_sensitivity: f32,
 }
 
@@ -137,7 +138,7 @@ impl Default for GameConfig {
     fn default() -> Self {
         Self {
             seed: 7,
-            mouse_sensitivity: 0.15,
+            mouse_sensitivity: crate::game::world::DEFAULT_MOUSE_SENSITIVITY,
         }
     }
 }
