@@ -72,10 +72,16 @@ fn build_commit() {
     };
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_default();
     println!("cargo:rustc-env=UPSCALE_BUILD_COMMIT={commit}");
-    // Re-run when HEAD moves (a commit, a checkout); paths that do not exist are ignored.
-    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
-        println!("cargo:rerun-if-changed={dir}/HEAD");
-        println!("cargo:rerun-if-changed={dir}/refs/heads");
-        println!("cargo:rerun-if-changed={dir}/packed-refs");
+    // Re-run when HEAD moves (a commit, a checkout). Cargo re-runs a build script whose watched
+    // path is missing on every build, so only paths that exist are watched: a fresh clone may
+    // have no packed-refs, and a worktree keeps its HEAD apart from the shared refs.
+    // `--git-path` resolves each one for a plain checkout and a worktree (`.git` a file) alike.
+    for name in ["HEAD", "refs/heads", "packed-refs"] {
+        let Some(path) = git(&["rev-parse", "--path-format=absolute", "--git-path", name]) else {
+            continue;
+        };
+        if Path::new(&path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
     }
 }
