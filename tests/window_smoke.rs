@@ -14,6 +14,8 @@ use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use upscale_demo::gpu::{Gpu, Validation};
+
 const PATTERN_PRESSES: u64 = 21;
 const MODEL_PRESSES: u64 = 5;
 
@@ -138,6 +140,47 @@ fn a_window_destroyed_from_outside_ends_the_game_cleanly() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(json["validation_errors"], 0, "{log}");
     assert_eq!(json["validation_enabled"], common::expect_validation());
+}
+
+/// A start-up the device refuses (`render.msaa` it lacks: 8 on lavapipe) ends the window run
+/// with that message alone: the window that went with the failed start-up is not reported as
+/// "destroyed from outside".
+#[test]
+fn a_refused_start_up_in_a_window_says_only_why() {
+    let (gpu, _) = Gpu::new(Validation::from_env(), &[], "", None).unwrap();
+    let supported = gpu.info.msaa_sample_counts.clone();
+    drop(gpu);
+    let Some(missing) = [8, 2].into_iter().find(|n| !supported.contains(n)) else {
+        eprintln!("the device supports msaa 2 and 8: nothing to refuse");
+        return;
+    };
+    let xvfb = start_xvfb();
+    let dir = common::out_dir("window_msaa_refused");
+    let config = dir.join("msaa.toml");
+    let text = format!("[window]\nwidth = 320\nheight = 180\n[render]\nmsaa = {missing}\n");
+    std::fs::write(&config, text).unwrap();
+    let log = std::fs::File::create(dir.join("game.log")).unwrap();
+    let mut game = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+        .arg("--config")
+        .arg(&config)
+        .args(["--exit-after-frames", "1"])
+        .current_dir(&dir)
+        .env("DISPLAY", &xvfb.1)
+        .env_remove("WAYLAND_DISPLAY")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let status = wait_exit(&mut game, "after the refused start-up");
+    let log = std::fs::read_to_string(dir.join("game.log")).unwrap();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(&format!(": render.msaa = {missing}: ")),
+        "the real message: {log}"
+    );
+    assert!(!log.contains("destroyed"), "only the real message: {log}");
+    // The failed start-up released its swapchain and surface.
+    assert!(!log.contains("Validation Error"), "{log}");
 }
 
 #[test]

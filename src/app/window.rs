@@ -95,7 +95,11 @@ impl ApplicationHandler for App {
             return;
         }
         if event == WindowEvent::Destroyed {
-            tracing::warn!("the window was destroyed from outside; exiting");
+            // Without a running game the window was ours and went with a failed start-up, whose
+            // error is the only thing to say.
+            if self.running.is_some() {
+                tracing::warn!("the window was destroyed from outside; exiting");
+            }
             self.destroyed = true;
             event_loop.exit();
             return;
