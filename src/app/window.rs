@@ -68,6 +68,11 @@ struct Running {
     /// The cursor position in window pixels, and whether it is dragging the compare divider.
     cursor: (f64, f64),
     dragging_divider: bool,
+    /// A left press not yet given to the game or egui, and whether the button is still down.
+    /// Decided after the next egui frame: egui only knows whether the press is its own once it
+    /// has seen where the pointer moved before it.
+    pending_press: bool,
+    left_down: bool,
     show_overlay: bool,
     recreate: bool,
     minimized: bool,
@@ -123,7 +128,7 @@ impl ApplicationHandler for App {
                 }
             }
             WindowEvent::MouseInput { state, button, .. } => {
-                r.mouse_button(button, state == ElementState::Pressed, consumed);
+                r.mouse_button(button, state == ElementState::Pressed);
             }
             WindowEvent::CursorMoved { position, .. } => r.cursor_moved(position.x, position.y),
             WindowEvent::RedrawRequested => match r.frame(&self.args) {
@@ -220,6 +225,8 @@ impl Running {
             last_cursor: None,
             cursor: (0.0, 0.0),
             dragging_divider: false,
+            pending_press: false,
+            left_down: false,
             show_overlay: true,
             recreate: false,
             minimized: false,
@@ -258,23 +265,38 @@ impl Running {
         }
     }
 
-    /// Puts the compare divider under the cursor (within the letterboxed picture).
     /// Right button: mouse look while held. Left button: drags the compare divider when the
-    /// compare view is on and egui did not take the click.
-    fn mouse_button(&mut self, button: MouseButton, pressed: bool, consumed: bool) {
+    /// compare view is on and egui does not take the press (decided in [`Running::frame`]).
+    fn mouse_button(&mut self, button: MouseButton, pressed: bool) {
         match button {
             MouseButton::Right => {
                 self.looking = pressed;
                 self.last_cursor = None;
             }
             MouseButton::Left => {
-                self.dragging_divider =
-                    pressed && !consumed && self.session.renderer.compare_side().is_some();
-                if self.dragging_divider {
-                    self.drag_divider();
+                self.left_down = pressed;
+                self.pending_press |= pressed;
+                if !pressed {
+                    self.dragging_divider = false;
                 }
             }
             _ => {}
+        }
+    }
+
+    /// After the egui frame that saw the press: the press is the game's only when egui neither
+    /// lies under the pointer nor started using it. egui-winit's `consumed` for the press is
+    /// decided from the previous frame's pointer position, which a pointer that jumped onto the
+    /// overlay since then makes wrong.
+    fn take_press(&mut self) {
+        if !std::mem::take(&mut self.pending_press) {
+            return;
+        }
+        let egui_took =
+            self.egui_ctx.is_pointer_over_egui() || self.egui_ctx.egui_is_using_pointer();
+        if !egui_took && self.session.renderer.compare_side().is_some() {
+            self.drag_divider();
+            self.dragging_divider = self.left_down;
         }
     }
 
@@ -291,6 +313,7 @@ impl Running {
         }
     }
 
+    /// Puts the compare divider under the cursor (within the letterboxed picture).
     fn drag_divider(&mut self) {
         let size = self.window.inner_size();
         let rect = letterbox(
@@ -330,6 +353,7 @@ impl Running {
             .run_ui(raw_input, |ui| session.overlay(ui.ctx(), show, false));
         self.egui_state
             .handle_platform_output(&self.window, full.platform_output);
+        self.take_press();
         let primitives = self.egui_ctx.tessellate(full.shapes, full.pixels_per_point);
         let mut ui = UiFrame {
             primitives: &primitives,
