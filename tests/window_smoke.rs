@@ -215,7 +215,7 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
     sleep(Duration::from_millis(500));
     // From over the picture, the pointer jumps onto the overlay panel's title bar and clicks
     // there at once, before a frame can show egui where it went: egui's press, not the
-    // picture's (it used to move the divider to 60/640).
+    // picture's (it used to move the divider to 60/640). Then F12 saves the compare view.
     xdotool(&display, &["mousemove", "--window", &window, "480", "200"]);
     sleep(Duration::from_millis(500));
     if !panel_title_at(&display, &dir, (60, 20)) {
@@ -232,6 +232,8 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
         &["mousemove", "--window", &window, "60", "20", "click", "1"],
     );
     sleep(Duration::from_millis(500));
+    xdotool(&display, &["key", "F12"]);
+    sleep(Duration::from_millis(700));
     // M walks models/*.onnx then models/test/*.onnx from quality_x2: custom_op_x2 and
     // dynamic_channels are refused on cpu-roundtrip, espcn_x2_160x90 (this render size) and
     // no_scale_meta are taken, one_channel is refused.
@@ -314,22 +316,55 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
         compare["psnr_y"].as_f64().is_some_and(|p| p > 10.0),
         "live PSNR: {compare}"
     );
-    let shots: Vec<_> = std::fs::read_dir(dir.join("screenshots"))
+    let mut shots: Vec<_> = std::fs::read_dir(dir.join("screenshots"))
         .expect("F12 wrote no screenshot")
+        .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(shots.len(), 1, "F12 should save exactly one screenshot");
-    let shot = image::open(shots[0].as_ref().unwrap().path())
-        .unwrap()
-        .to_rgb8();
+    shots.sort();
+    assert_eq!(shots.len(), 2, "each F12 saves one screenshot: {shots:?}");
+    let shot = image::open(&shots[0]).unwrap().to_rgb8();
     assert!(
         common::luma_std(&shot) > 15.0,
         "the F12 screenshot looks blank"
+    );
+    // The compare view's shot is the split as seen: the divider (a white line at x = 160 of
+    // the 640-pixel picture) is in it, and the game said which picture it saved.
+    let split = image::open(&shots[1]).unwrap().to_rgb8();
+    let line = (150..170)
+        .map(|x| column_luma(&split, x))
+        .fold(0.0, f64::max);
+    assert!(
+        line > 200.0,
+        "no divider line near x = 160 in the compare screenshot (brightest column {line:.0})"
+    );
+    let log = std::fs::read_to_string(dir.join("game.log")).unwrap();
+    assert!(
+        log.contains("screenshot saved (cpu-roundtrip output, without the overlay)")
+            || log.contains("screenshot saved (bilinear output, without the overlay)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("screenshot saved (compare view as seen: cpu-roundtrip | bilinear, with the divider and labels)"),
+        "{log}"
     );
     let screen = image::open(&screen).unwrap().to_rgb8();
     assert!(
         common::luma_std(&screen) > 15.0,
         "the Xvfb screenshot looks blank"
     );
+}
+
+/// Mean luma (0..255) of column `x` between 1/6 and 5/6 of the height (clear of the HUD and of
+/// the side labels at the bottom).
+fn column_luma(img: &image::RgbImage, x: u32) -> f64 {
+    let rows = img.height() / 6..img.height() * 5 / 6;
+    let n = rows.len() as f64;
+    rows.map(|y| {
+        let [r, g, b] = img.get_pixel(x, y).0;
+        0.299 * r as f64 + 0.587 * g as f64 + 0.114 * b as f64
+    })
+    .sum::<f64>()
+        / n
 }
 
 /// Whether the overlay panel's title bar (egui's dark grey, not the sky behind it) is at `at`

@@ -346,7 +346,9 @@ impl Running {
         self.input.look_delta = glam::Vec2::ZERO;
 
         let raw_input = self.egui_state.take_egui_input(&self.window);
-        let show = self.show_overlay;
+        // The compare view's screenshot is the picture as seen, divider and labels included
+        // (they are UI), without the panel that would cover part of it.
+        let show = self.show_overlay && !self.compare_screenshot();
         let session = &mut self.session;
         let mut full = self
             .egui_ctx
@@ -363,7 +365,13 @@ impl Running {
         self.render(&mut ui, args)
     }
 
+    /// Whether this frame's screenshot is of the compare view, captured with its UI.
+    fn compare_screenshot(&self) -> bool {
+        self.screenshot && self.session.renderer.compare_side().is_some()
+    }
+
     fn render(&mut self, ui: &mut UiFrame, args: &WindowArgs) -> anyhow::Result<()> {
+        let with_ui = self.compare_screenshot();
         let s = &mut self.session;
         let surface = s.surface.as_ref().expect("windowed session has a surface");
         let swapchain = surface
@@ -399,6 +407,7 @@ impl Running {
                         wait: Some(sem),
                         signal: Some(swapchain.present_ready[i as usize]),
                         capture: shot.as_ref().map(|b| b.raw),
+                        capture_with_ui: with_ui,
                         capture_input: None,
                     }))
                 }
@@ -419,7 +428,14 @@ impl Running {
                 let path = args
                     .screenshot_dir
                     .join(format!("shot-{:06}.png", s.renderer.frame_number()));
-                s.notice = Some(save_screenshot(&path, &buffer, swapchain));
+                let what = match s.renderer.compare_side() {
+                    Some(side) if with_ui => format!(
+                        "compare view as seen: {} | {side}, with the divider and labels",
+                        s.renderer.pattern()
+                    ),
+                    _ => format!("{} output, without the overlay", s.renderer.pattern()),
+                };
+                s.notice = Some(save_screenshot(&path, &buffer, swapchain, &what));
                 self.screenshot = false;
             }
             buffer.destroy(&s.gpu);
@@ -428,8 +444,9 @@ impl Running {
     }
 }
 
-/// Writes the captured swapchain image to `path`; returns the line the overlay shows.
-fn save_screenshot(path: &Path, buffer: &Buffer, swapchain: &Swapchain) -> String {
+/// Writes the captured swapchain image to `path`; returns the line the overlay shows, which
+/// says `what` the picture holds.
+fn save_screenshot(path: &Path, buffer: &Buffer, swapchain: &Swapchain, what: &str) -> String {
     let bgra = matches!(
         swapchain.format,
         vk::Format::B8G8R8A8_UNORM | vk::Format::B8G8R8A8_SRGB
@@ -437,8 +454,9 @@ fn save_screenshot(path: &Path, buffer: &Buffer, swapchain: &Swapchain) -> Strin
     let e = swapchain.extent;
     match capture::save_png(path, buffer.mapped(), e.width, e.height, bgra) {
         Ok(()) => {
-            tracing::info!("screenshot saved: {}", path.display());
-            format!("screenshot saved: {}", path.display())
+            let line = format!("screenshot saved ({what}): {}", path.display());
+            tracing::info!("{line}");
+            line
         }
         Err(err) => format!("screenshot failed: {err:#}"),
     }

@@ -48,6 +48,9 @@ pub struct Target {
     pub signal: Option<vk::Semaphore>,
     /// A host-readable buffer to copy the composited image into, before the UI is drawn.
     pub capture: Option<vk::Buffer>,
+    /// Copy into `capture` after the UI instead: the picture as seen (the compare view's
+    /// divider and side labels are UI).
+    pub capture_with_ui: bool,
     /// A host-readable buffer to copy this frame's low-resolution scene image into (tests
     /// compare a pattern's output with a reference run on exactly this input).
     pub capture_input: Option<vk::Buffer>,
