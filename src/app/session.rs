@@ -290,6 +290,7 @@ impl Session {
             host_copy_bytes: self.renderer.host_copy_bytes(),
             bus_bytes: self.renderer.bus_bytes(),
             pattern_note: self.renderer.describe(),
+            split: self.renderer.split(),
             notice: self.notice.as_deref(),
             hud: Hud {
                 score: self.world.score,

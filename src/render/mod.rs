@@ -241,6 +241,12 @@ impl Renderer {
         self.upscaler.describe()
     }
 
+    /// Whether the upscaler splits the frame around a host or device step (its `upscale` span
+    /// then runs from the scene's end to the output being ready, that step included).
+    pub fn split(&self) -> bool {
+        self.upscaler.schedule() != crate::upscale::Schedule::Single
+    }
+
     /// Replaces the upscaler. The old one goes to the deferred-destroy list of the slot that
     /// submitted last: when that slot's fence next signals, every frame that used it is done.
     pub fn switch_pattern(&mut self, gpu: &Gpu, pattern: Pattern) -> anyhow::Result<()> {
