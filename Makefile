@@ -4,7 +4,8 @@
 #   make run        run the game (ARGS="..." passes arguments through; ORT=gpu: with the GPU
 #                   build of ONNX Runtime, for the CUDA paths on an NVIDIA GPU)
 #   make headless   render 60 frames headless into out/headless
-#   make test       fmt check, clippy, cargo test (unit, GPU with validation, window under Xvfb)
+#   make test       fmt check, clippy, cargo test (unit, GPU with validation, window under Xvfb),
+#                   then a no-op rebuild that must compile nothing
 #   make soak       10,000 headless frames switching pattern and model, validation required
 #                   (SOAK_ARGS="..." adds or overrides headless options; 2-3 min here)
 #   make clean      cargo clean
@@ -47,12 +48,21 @@ headless: setup
 	$(CARGO) run --release -- headless --frames 60 --out out/headless
 
 test: setup
-	@echo "==== [test 1/3] cargo fmt --check (t+$(elapsed)s)"
+	@echo "==== [test 1/4] cargo fmt --check (t+$(elapsed)s)"
 	$(CARGO) fmt --all -- --check
-	@echo "==== [test 2/3] cargo clippy (t+$(elapsed)s)"
+	@echo "==== [test 2/4] cargo clippy (t+$(elapsed)s)"
 	$(CARGO) clippy --all-targets -- -D warnings
-	@echo "==== [test 3/3] cargo test: unit, GPU (lavapipe, validation required), window under Xvfb (t+$(elapsed)s)"
+	@echo "==== [test 3/4] cargo test: unit, GPU (lavapipe, validation required), window under Xvfb (t+$(elapsed)s)"
 	UPSCALE_VALIDATION=1 $(CARGO) test
+	@echo "==== [test 4/4] a rebuild with nothing changed compiles nothing (t+$(elapsed)s)"
+	@# Cargo re-runs a build script that watches a missing path, and then recompiles the crate
+	@# (a minute on 2 cores at every `make run`).
+	@out=$$($(CARGO) test --no-run 2>&1); \
+	if grep -q 'Compiling upscale-demo' <<<"$$out"; then \
+		echo "$$out"; \
+		echo "a no-op rebuild recompiled upscale-demo: does build.rs watch a path that is missing?"; \
+		exit 1; \
+	fi
 	@echo "==== make test: all passed in $(elapsed)s"
 
 # The test profile (dev, optimised deps): the soak shares the build `make test` made, and its

@@ -190,10 +190,27 @@ fn build_commit() {
     };
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_default();
     println!("cargo:rustc-env=UPSCALE_BUILD_COMMIT={commit}");
-    // Re-run when HEAD moves (a commit, a checkout); paths that do not exist are ignored.
-    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
-        println!("cargo:rerun-if-changed={dir}/HEAD");
-        println!("cargo:rerun-if-changed={dir}/refs/heads");
-        println!("cargo:rerun-if-changed={dir}/packed-refs");
+    // Re-run when HEAD moves (a commit, a checkout). Cargo re-runs a build script whose watched
+    // path is missing on every build, so only paths that exist are watched: a fresh clone may
+    // have no packed-refs, and a worktree keeps its HEAD apart from the shared refs.
+    // `--git-path` resolves each one for a plain checkout and a worktree (`.git` a file) alike.
+    let path = |name: &str| git(&["rev-parse", "--path-format=absolute", "--git-path", name]);
+    let mut watched: Vec<String> = ["HEAD", "packed-refs"]
+        .into_iter()
+        .filter_map(path)
+        .collect();
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        // The branch's own ref file, not all of refs/heads (which other worktrees' commits
+        // touch); while the ref is packed, its folder, so that the loose file's creation is seen.
+        match path(&branch) {
+            Some(file) if Path::new(&file).exists() => watched.push(file),
+            Some(file) => {
+                watched.extend(Path::new(&file).parent().map(|p| p.display().to_string()))
+            }
+            None => {}
+        }
+    }
+    for p in watched.iter().filter(|p| Path::new(p).exists()) {
+        println!("cargo:rerun-if-changed={p}");
     }
 }

@@ -33,7 +33,12 @@ fn run_with(name: &str, text: &str, extra: &[&str]) -> (String, std::path::PathB
 #[test]
 fn each_kind_of_bad_config_stops_with_its_message() {
     let cases = [
-        ("malformed", "[window\nwidth = 3", "line 1"),
+        // toml's own layout: the line, then the caret under column 8 on a line of its own.
+        (
+            "malformed",
+            "[window\nwidth = 3",
+            "line 1, column 8\n  |\n1 | [window\n  |        ^\n",
+        ),
         (
             "unknown_key",
             "[render]\nouput_width = 640",
@@ -86,6 +91,8 @@ fn each_kind_of_bad_config_stops_with_its_message() {
             stderr.contains(expected),
             "{name}: {expected:?} missing from: {stderr}"
         );
+        // An unknown key is named once, with the suggestion, not also in serde's list.
+        assert!(!stderr.contains("unknown field"), "{name}: {stderr}");
     }
 }
 

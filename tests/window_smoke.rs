@@ -14,6 +14,8 @@ use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use upscale_demo::gpu::{Gpu, Validation};
+
 const PATTERN_PRESSES: u64 = 21;
 const MODEL_PRESSES: u64 = 5;
 
@@ -140,6 +142,47 @@ fn a_window_destroyed_from_outside_ends_the_game_cleanly() {
     assert_eq!(json["validation_enabled"], common::expect_validation());
 }
 
+/// A start-up the device refuses (`render.msaa` it lacks: 8 on lavapipe) ends the window run
+/// with that message alone: the window that went with the failed start-up is not reported as
+/// "destroyed from outside".
+#[test]
+fn a_refused_start_up_in_a_window_says_only_why() {
+    let (gpu, _) = Gpu::new(Validation::from_env(), &[], "", None).unwrap();
+    let supported = gpu.info.msaa_sample_counts.clone();
+    drop(gpu);
+    let Some(missing) = [8, 2].into_iter().find(|n| !supported.contains(n)) else {
+        eprintln!("the device supports msaa 2 and 8: nothing to refuse");
+        return;
+    };
+    let xvfb = start_xvfb();
+    let dir = common::out_dir("window_msaa_refused");
+    let config = dir.join("msaa.toml");
+    let text = format!("[window]\nwidth = 320\nheight = 180\n[render]\nmsaa = {missing}\n");
+    std::fs::write(&config, text).unwrap();
+    let log = std::fs::File::create(dir.join("game.log")).unwrap();
+    let mut game = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+        .arg("--config")
+        .arg(&config)
+        .args(["--exit-after-frames", "1"])
+        .current_dir(&dir)
+        .env("DISPLAY", &xvfb.1)
+        .env_remove("WAYLAND_DISPLAY")
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let status = wait_exit(&mut game, "after the refused start-up");
+    let log = std::fs::read_to_string(dir.join("game.log")).unwrap();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(&format!(": render.msaa = {missing}: ")),
+        "the real message: {log}"
+    );
+    assert!(!log.contains("destroyed"), "only the real message: {log}");
+    // The failed start-up released its swapchain and surface.
+    assert!(!log.contains("Validation Error"), "{log}");
+}
+
 #[test]
 fn windowed_game_toggles_resizes_and_stays_validation_clean() {
     let xvfb = start_xvfb();
@@ -157,16 +200,9 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
     let storm: Vec<&str> = ["--delay", "40"].into_iter().chain(["p"; 20]).collect();
     xdotool(&display, &[&["key"][..], &storm].concat());
     sleep(Duration::from_millis(1500));
-    // M walks models/*.onnx then models/test/*.onnx from quality_x2: custom_op_x2 and
-    // dynamic_channels are refused on cpu-roundtrip, espcn_x2_160x90 (this render size) and
-    // no_scale_meta are taken, one_channel is refused.
-    for _ in 0..MODEL_PRESSES {
-        xdotool(&display, &["key", "m"]);
-        sleep(Duration::from_millis(500));
-    }
     // Compare view on (right side: bilinear, the first that can sit next to cpu-roundtrip),
-    // divider dragged from the middle to a quarter of the 640-pixel picture; the resizes below
-    // then run with it on.
+    // divider dragged from the middle to a quarter of the 640-pixel picture; the model switches
+    // and resizes below then run with it on.
     xdotool(&display, &["key", "v"]);
     sleep(Duration::from_millis(800));
     xdotool(&display, &["mousemove", "--window", &window, "480", "200"]);
@@ -177,6 +213,34 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
     sleep(Duration::from_millis(500));
     xdotool(&display, &["mouseup", "1"]);
     sleep(Duration::from_millis(500));
+    // From over the picture, the pointer jumps onto the overlay panel's title bar and clicks
+    // there at once, before a frame can show egui where it went: egui's press, not the
+    // picture's (it used to move the divider to 60/640). Then F12 saves the compare view.
+    xdotool(&display, &["mousemove", "--window", &window, "480", "200"]);
+    sleep(Duration::from_millis(500));
+    if !panel_title_at(&display, &dir, (60, 20)) {
+        // An F1 above went astray (the window may not have had the focus yet).
+        xdotool(&display, &["key", "F1"]);
+        sleep(Duration::from_millis(700));
+    }
+    assert!(
+        panel_title_at(&display, &dir, (60, 20)),
+        "the overlay panel is not where the click goes"
+    );
+    xdotool(
+        &display,
+        &["mousemove", "--window", &window, "60", "20", "click", "1"],
+    );
+    sleep(Duration::from_millis(500));
+    xdotool(&display, &["key", "F12"]);
+    sleep(Duration::from_millis(700));
+    // M walks models/*.onnx then models/test/*.onnx from quality_x2: custom_op_x2 and
+    // dynamic_channels are refused on cpu-roundtrip, espcn_x2_160x90 (this render size) and
+    // no_scale_meta are taken, one_channel is refused.
+    for _ in 0..MODEL_PRESSES {
+        xdotool(&display, &["key", "m"]);
+        sleep(Duration::from_millis(500));
+    }
     for (w, h) in [
         ("800", "500"),
         ("300", "600"),
@@ -246,26 +310,78 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
     let divider = compare["divider"].as_f64().unwrap();
     assert!(
         (divider - 0.25).abs() < 0.02,
-        "dragged divider at {divider}"
+        "dragged divider at {divider} (a press on the overlay moved it?)"
     );
     assert!(
         compare["psnr_y"].as_f64().is_some_and(|p| p > 10.0),
         "live PSNR: {compare}"
     );
-    let shots: Vec<_> = std::fs::read_dir(dir.join("screenshots"))
+    let mut shots: Vec<_> = std::fs::read_dir(dir.join("screenshots"))
         .expect("F12 wrote no screenshot")
+        .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(shots.len(), 1, "F12 should save exactly one screenshot");
-    let shot = image::open(shots[0].as_ref().unwrap().path())
-        .unwrap()
-        .to_rgb8();
+    shots.sort();
+    assert_eq!(shots.len(), 2, "each F12 saves one screenshot: {shots:?}");
+    let shot = image::open(&shots[0]).unwrap().to_rgb8();
     assert!(
         common::luma_std(&shot) > 15.0,
         "the F12 screenshot looks blank"
+    );
+    // The compare view's shot is the split as seen: the divider (a white line at x = 160 of
+    // the 640-pixel picture) is in it, and the game said which picture it saved.
+    let split = image::open(&shots[1]).unwrap().to_rgb8();
+    let line = (150..170)
+        .map(|x| column_luma(&split, x))
+        .fold(0.0, f64::max);
+    assert!(
+        line > 200.0,
+        "no divider line near x = 160 in the compare screenshot (brightest column {line:.0})"
+    );
+    let log = std::fs::read_to_string(dir.join("game.log")).unwrap();
+    assert!(
+        log.contains("screenshot saved (cpu-roundtrip output, without the overlay)")
+            || log.contains("screenshot saved (bilinear output, without the overlay)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("screenshot saved (compare view as seen: cpu-roundtrip | bilinear, with the divider and labels)"),
+        "{log}"
     );
     let screen = image::open(&screen).unwrap().to_rgb8();
     assert!(
         common::luma_std(&screen) > 15.0,
         "the Xvfb screenshot looks blank"
     );
+}
+
+/// Mean luma (0..255) of column `x` between 1/6 and 5/6 of the height (clear of the HUD and of
+/// the side labels at the bottom).
+fn column_luma(img: &image::RgbImage, x: u32) -> f64 {
+    let rows = img.height() / 6..img.height() * 5 / 6;
+    let n = rows.len() as f64;
+    rows.map(|y| {
+        let [r, g, b] = img.get_pixel(x, y).0;
+        0.299 * r as f64 + 0.587 * g as f64 + 0.114 * b as f64
+    })
+    .sum::<f64>()
+        / n
+}
+
+/// Whether the overlay panel's title bar (egui's dark grey, not the sky behind it) is at `at`
+/// on the screen (the window sits at the screen's top-left corner).
+fn panel_title_at(display: &str, dir: &Path, at: (u32, u32)) -> bool {
+    let path = dir.join("panel.png");
+    let status = Command::new("import")
+        .args(["-window", "root"])
+        .arg(&path)
+        .env("DISPLAY", display)
+        .status()
+        .expect("cannot run `import`: install imagemagick with `make setup`");
+    assert!(status.success());
+    let [r, g, b] = image::open(&path)
+        .unwrap()
+        .to_rgb8()
+        .get_pixel(at.0, at.1)
+        .0;
+    r.max(g).max(b) < 70 && r.max(g).max(b) - r.min(g).min(b) < 12
 }

@@ -110,6 +110,7 @@ impl OffscreenTarget {
             wait: None,
             signal: None,
             capture: capture.then_some(self.readback.raw),
+            capture_with_ui: false,
             capture_input: capture.then_some(self.input_readback.raw),
         }
     }

@@ -93,45 +93,33 @@ impl Session {
             gpu.external_memory_host = None;
             gpu.info.external_memory_host = false;
         }
-        let sizes = checked_sizes(config, &gpu)?;
-        let layers = textures::load_all(&paths::root().join("assets"))?;
-        let world = World::new(config.game.seed);
         let format = match &surface {
             Some(s) => s.swapchain.as_ref().unwrap().format,
             None => headless_format,
         };
-        let ml = ml_settings(config)?;
-        let patterns = probe_patterns(&gpu, &ml, sizes);
-        let models = models::list(&paths::root(), &ml.model);
-        let model_labels = models
-            .iter()
-            .map(|m| models::label(&paths::root(), m))
-            .collect();
-        let model_index = models
-            .iter()
-            .position(|m| models::same_file(m, &ml.model))
-            .unwrap_or(0);
-        let start = |p: Pattern| Renderer::new(&gpu, &world, &layers, sizes, format, p, ml.clone());
-        let (renderer, notice) = match start(pattern) {
-            Ok(r) => (r, None),
-            Err(e) if pattern != Pattern::Bilinear => {
-                tracing::warn!("{pattern} failed to start ({e:#}); falling back to bilinear");
-                let notice = format!("{pattern} is not available: {e:#}; using bilinear");
-                (start(Pattern::Bilinear)?, Some(notice))
+        let started = match Started::new(config, &gpu, format, pattern) {
+            Ok(s) => s,
+            Err(e) => {
+                // Release what was made: the swapchain and surface outlive nothing else here,
+                // and the device and instance go with `gpu`.
+                if let Some(surface) = surface {
+                    // SAFETY: nothing was submitted that uses them.
+                    unsafe { surface.destroy(&gpu) };
+                }
+                return Err(e);
             }
-            Err(e) => return Err(e),
         };
         Ok(Self {
             config: config.clone(),
-            renderer: ManuallyDrop::new(renderer),
-            world,
+            renderer: ManuallyDrop::new(started.renderer),
+            world: started.world,
             surface,
-            patterns,
-            models,
-            model_labels,
-            model_index,
-            model_cursor: model_index,
-            notice,
+            patterns: started.patterns,
+            models: started.models,
+            model_labels: started.model_labels,
+            model_index: started.model_index,
+            model_cursor: started.model_index,
+            notice: started.notice,
             switches: SwitchCounts::default(),
             gpu,
         })
@@ -331,6 +319,7 @@ impl Session {
             host_copy_bytes: self.renderer.host_copy_bytes(),
             bus_bytes: self.renderer.bus_bytes(),
             pattern_note: self.renderer.describe(),
+            split: self.renderer.split(),
             notice: self.notice.as_deref(),
             hud: Hud {
                 score: self.world.score,
@@ -394,6 +383,72 @@ impl Session {
     }
 }
 
+/// What a session builds on its device: everything that can fail once the device is open.
+struct Started {
+    renderer: Renderer,
+    world: World,
+    patterns: Vec<(Pattern, Result<(), String>)>,
+    models: Vec<PathBuf>,
+    model_labels: Vec<String>,
+    model_index: usize,
+    notice: Option<String>,
+}
+
+impl Started {
+    fn new(
+        config: &Config,
+        gpu: &Gpu,
+        format: vk::Format,
+        pattern: Pattern,
+    ) -> anyhow::Result<Self> {
+        let sizes = checked_sizes(config, gpu)?;
+        let layers = textures::load_all(&paths::root().join("assets"))?;
+        let mut world = World::new(config.game.seed);
+        world.mouse_sensitivity = config.game.mouse_sensitivity;
+        let ml = ml_settings(config)?;
+        let patterns = probe_patterns(gpu, &ml, sizes);
+        let models = models::list(&paths::root(), &ml.model);
+        let model_labels = models
+            .iter()
+            .map(|m| models::label(&paths::root(), m))
+            .collect();
+        let model_index = models
+            .iter()
+            .position(|m| models::same_file(m, &ml.model))
+            .unwrap_or(0);
+        let start = |p: Pattern| Renderer::new(gpu, &world, &layers, sizes, format, p, ml.clone());
+        let (renderer, notice) = match start(pattern) {
+            Ok(r) => (r, None),
+            Err(e) if pattern != Pattern::Bilinear => {
+                tracing::warn!("{pattern} failed to start ({e:#}); falling back to bilinear");
+                let notice = format!("{pattern} is not available: {e:#}; using bilinear");
+                (start(Pattern::Bilinear)?, Some(notice))
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Self {
+            renderer,
+            world,
+            patterns,
+            models,
+            model_labels,
+            model_index,
+            notice,
+        })
+    }
+}
+
+impl Surface {
+    /// # Safety
+    /// No pending work or present uses the swapchain (the queue is idle).
+    unsafe fn destroy(self, gpu: &Gpu) {
+        if let Some(swapchain) = self.swapchain {
+            swapchain.destroy(gpu);
+        }
+        self.loader.destroy_surface(self.raw, None);
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         // SAFETY: taken once, here; the renderer waits for its frames before destroying.
@@ -403,10 +458,7 @@ impl Drop for Session {
             unsafe {
                 // As on resize: the last presents may still hold their semaphores.
                 let _ = self.gpu.device.queue_wait_idle(self.gpu.queue);
-                if let Some(swapchain) = surface.swapchain {
-                    swapchain.destroy(&self.gpu);
-                }
-                surface.loader.destroy_surface(surface.raw, None);
+                surface.destroy(&self.gpu);
             }
         }
     }

@@ -68,6 +68,11 @@ struct Running {
     /// The cursor position in window pixels, and whether it is dragging the compare divider.
     cursor: (f64, f64),
     dragging_divider: bool,
+    /// A left press not yet given to the game or egui, and whether the button is still down.
+    /// Decided after the next egui frame: egui only knows whether the press is its own once it
+    /// has seen where the pointer moved before it.
+    pending_press: bool,
+    left_down: bool,
     show_overlay: bool,
     recreate: bool,
     minimized: bool,
@@ -95,7 +100,11 @@ impl ApplicationHandler for App {
             return;
         }
         if event == WindowEvent::Destroyed {
-            tracing::warn!("the window was destroyed from outside; exiting");
+            // Without a running game the window was ours and went with a failed start-up, whose
+            // error is the only thing to say.
+            if self.running.is_some() {
+                tracing::warn!("the window was destroyed from outside; exiting");
+            }
             self.destroyed = true;
             event_loop.exit();
             return;
@@ -119,7 +128,7 @@ impl ApplicationHandler for App {
                 }
             }
             WindowEvent::MouseInput { state, button, .. } => {
-                r.mouse_button(button, state == ElementState::Pressed, consumed);
+                r.mouse_button(button, state == ElementState::Pressed);
             }
             WindowEvent::CursorMoved { position, .. } => r.cursor_moved(position.x, position.y),
             WindowEvent::RedrawRequested => match r.frame(&self.args) {
@@ -216,6 +225,8 @@ impl Running {
             last_cursor: None,
             cursor: (0.0, 0.0),
             dragging_divider: false,
+            pending_press: false,
+            left_down: false,
             show_overlay: true,
             recreate: false,
             minimized: false,
@@ -254,23 +265,38 @@ impl Running {
         }
     }
 
-    /// Puts the compare divider under the cursor (within the letterboxed picture).
     /// Right button: mouse look while held. Left button: drags the compare divider when the
-    /// compare view is on and egui did not take the click.
-    fn mouse_button(&mut self, button: MouseButton, pressed: bool, consumed: bool) {
+    /// compare view is on and egui does not take the press (decided in [`Running::frame`]).
+    fn mouse_button(&mut self, button: MouseButton, pressed: bool) {
         match button {
             MouseButton::Right => {
                 self.looking = pressed;
                 self.last_cursor = None;
             }
             MouseButton::Left => {
-                self.dragging_divider =
-                    pressed && !consumed && self.session.renderer.compare_side().is_some();
-                if self.dragging_divider {
-                    self.drag_divider();
+                self.left_down = pressed;
+                self.pending_press |= pressed;
+                if !pressed {
+                    self.dragging_divider = false;
                 }
             }
             _ => {}
+        }
+    }
+
+    /// After the egui frame that saw the press: the press is the game's only when egui neither
+    /// lies under the pointer nor started using it. egui-winit's `consumed` for the press is
+    /// decided from the previous frame's pointer position, which a pointer that jumped onto the
+    /// overlay since then makes wrong.
+    fn take_press(&mut self) {
+        if !std::mem::take(&mut self.pending_press) {
+            return;
+        }
+        let egui_took =
+            self.egui_ctx.is_pointer_over_egui() || self.egui_ctx.egui_is_using_pointer();
+        if !egui_took && self.session.renderer.compare_side().is_some() {
+            self.drag_divider();
+            self.dragging_divider = self.left_down;
         }
     }
 
@@ -287,6 +313,7 @@ impl Running {
         }
     }
 
+    /// Puts the compare divider under the cursor (within the letterboxed picture).
     fn drag_divider(&mut self) {
         let size = self.window.inner_size();
         let rect = letterbox(
@@ -315,19 +342,20 @@ impl Running {
             })?;
             self.recreate = false;
         }
-        let mut input = self.input;
-        input.look_delta *= self.session.config.game.mouse_sensitivity;
-        self.session.world.update(dt, &input);
+        self.session.world.update(dt, &self.input);
         self.input.look_delta = glam::Vec2::ZERO;
 
         let raw_input = self.egui_state.take_egui_input(&self.window);
-        let show = self.show_overlay;
+        // The compare view's screenshot is the picture as seen, divider and labels included
+        // (they are UI), without the panel that would cover part of it.
+        let show = self.show_overlay && !self.compare_screenshot();
         let session = &mut self.session;
         let mut full = self
             .egui_ctx
             .run_ui(raw_input, |ui| session.overlay(ui.ctx(), show, false));
         self.egui_state
             .handle_platform_output(&self.window, full.platform_output);
+        self.take_press();
         let primitives = self.egui_ctx.tessellate(full.shapes, full.pixels_per_point);
         let mut ui = UiFrame {
             primitives: &primitives,
@@ -337,7 +365,13 @@ impl Running {
         self.render(&mut ui, args)
     }
 
+    /// Whether this frame's screenshot is of the compare view, captured with its UI.
+    fn compare_screenshot(&self) -> bool {
+        self.screenshot && self.session.renderer.compare_side().is_some()
+    }
+
     fn render(&mut self, ui: &mut UiFrame, args: &WindowArgs) -> anyhow::Result<()> {
+        let with_ui = self.compare_screenshot();
         let s = &mut self.session;
         let surface = s.surface.as_ref().expect("windowed session has a surface");
         let swapchain = surface
@@ -374,6 +408,7 @@ impl Running {
                         wait: Some(sem),
                         signal: Some(swapchain.present_ready[i as usize]),
                         capture: shot.as_ref().map(|b| b.raw),
+                        capture_with_ui: with_ui,
                         capture_input: None,
                     }))
                 }
@@ -394,7 +429,14 @@ impl Running {
                 let path = args
                     .screenshot_dir
                     .join(format!("shot-{:06}.png", s.renderer.frame_number()));
-                s.notice = Some(save_screenshot(&path, &buffer, swapchain));
+                let what = match s.renderer.compare_side() {
+                    Some(side) if with_ui => format!(
+                        "compare view as seen: {} | {side}, with the divider and labels",
+                        s.renderer.pattern()
+                    ),
+                    _ => format!("{} output, without the overlay", s.renderer.pattern()),
+                };
+                s.notice = Some(save_screenshot(&path, &buffer, swapchain, &what));
                 self.screenshot = false;
             }
             buffer.destroy(&s.gpu);
@@ -403,8 +445,9 @@ impl Running {
     }
 }
 
-/// Writes the captured swapchain image to `path`; returns the line the overlay shows.
-fn save_screenshot(path: &Path, buffer: &Buffer, swapchain: &Swapchain) -> String {
+/// Writes the captured swapchain image to `path`; returns the line the overlay shows, which
+/// says `what` the picture holds.
+fn save_screenshot(path: &Path, buffer: &Buffer, swapchain: &Swapchain, what: &str) -> String {
     let bgra = matches!(
         swapchain.format,
         vk::Format::B8G8R8A8_UNORM | vk::Format::B8G8R8A8_SRGB
@@ -412,8 +455,9 @@ fn save_screenshot(path: &Path, buffer: &Buffer, swapchain: &Swapchain) -> Strin
     let e = swapchain.extent;
     match capture::save_png(path, buffer.mapped(), e.width, e.height, bgra) {
         Ok(()) => {
-            tracing::info!("screenshot saved: {}", path.display());
-            format!("screenshot saved: {}", path.display())
+            let line = format!("screenshot saved ({what}): {}", path.display());
+            tracing::info!("{line}");
+            line
         }
         Err(err) => format!("screenshot failed: {err:#}"),
     }

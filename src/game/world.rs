@@ -26,7 +26,8 @@ const EYE_RANGE: (f32, f32) = (0.6, 6.0);
 const WALK_SPEED: f32 = 5.0;
 const SPRINT_SPEED: f32 = 10.0;
 const CLIMB_SPEED: f32 = 3.0;
-const MOUSE_SENSITIVITY: f32 = 0.0025;
+/// Degrees of turn per pixel of mouse motion, `game.mouse_sensitivity`'s default.
+pub const DEFAULT_MOUSE_SENSITIVITY: f32 = 0.15;
 const PITCH_LIMIT: f32 = 1.45;
 /// Longest step simulated at once: a hitch (window drag, breakpoint) must not
 /// teleport the player past orbs or through the bounds logic.
@@ -105,6 +106,9 @@ pub struct World {
     /// Run timer in seconds; stops when the last orb is collected.
     pub elapsed: f32,
     pub finished_at: Option<f32>,
+    /// Degrees of turn per pixel of [`Input::look_delta`] (`game.mouse_sensitivity`): the only
+    /// scale between mouse motion and the camera.
+    pub mouse_sensitivity: f32,
     pub static_mesh: Mesh,
     pub orb_mesh: Mesh,
     pub wheel_mesh: Mesh,
@@ -136,6 +140,7 @@ impl World {
             orb_count: orbs.len() as u32,
             elapsed: 0.0,
             finished_at: None,
+            mouse_sensitivity: DEFAULT_MOUSE_SENSITIVITY,
             static_mesh,
             orb_mesh: mesh::uv_sphere(ORB_RADIUS, 12, 24, Vec3::new(0.35, 0.9, 1.0), Layer::Plain),
             wheel_mesh: mesh::wheel(shape, Vec3::new(1.0, 0.55, 0.2), Layer::Stripes),
@@ -166,10 +171,11 @@ impl World {
     }
 
     fn look(&mut self, delta: Vec2) {
+        let turn = delta * self.mouse_sensitivity.to_radians();
         let cam = &mut self.camera;
         // Wrapping keeps yaw small so precision does not degrade over long runs.
-        cam.yaw = (cam.yaw + delta.x * MOUSE_SENSITIVITY + PI).rem_euclid(TAU) - PI;
-        cam.pitch = (cam.pitch - delta.y * MOUSE_SENSITIVITY).clamp(-PITCH_LIMIT, PITCH_LIMIT);
+        cam.yaw = (cam.yaw + turn.x + PI).rem_euclid(TAU) - PI;
+        cam.pitch = (cam.pitch - turn.y).clamp(-PITCH_LIMIT, PITCH_LIMIT);
     }
 
     fn walk(&mut self, dt: f32, input: &Input) {

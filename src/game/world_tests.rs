@@ -158,6 +158,37 @@ fn mouse_look_turns_and_clamps_pitch() {
     assert_eq!(w.camera.pitch, -PITCH_LIMIT);
 }
 
+/// `game.mouse_sensitivity` is degrees per pixel: 300 px at 0.15 turn 45°, both ways and on
+/// both axes (the window used to scale the pixels by it and the world again by its own factor).
+#[test]
+fn mouse_look_turns_the_configured_degrees_per_pixel() {
+    for (sensitivity, pixels, degrees) in [
+        (0.15, 300.0, 45.0),
+        (0.15, -100.0, -15.0),
+        (1.0, 30.0, 30.0),
+    ] {
+        let mut w = World::new(1);
+        w.mouse_sensitivity = sensitivity;
+        let (yaw, pitch) = (w.camera.yaw, w.camera.pitch);
+        let look = |d: Vec2| Input {
+            look_delta: d,
+            ..idle()
+        };
+        w.update(STEP, &look(Vec2::new(pixels, 0.0)));
+        let turned = (w.camera.yaw - yaw).to_degrees();
+        assert!(
+            (turned - degrees).abs() < 1e-3,
+            "{pixels} px at {sensitivity}: yaw {turned}°"
+        );
+        w.update(STEP, &look(Vec2::new(0.0, -pixels / 10.0)));
+        let raised = (w.camera.pitch - pitch).to_degrees();
+        assert!(
+            (raised - degrees / 10.0).abs() < 1e-3,
+            "{pixels} px up: pitch {raised}°"
+        );
+    }
+}
+
 #[test]
 fn draws_order_and_collected_orbs_disappear() {
     let mut w = World::new(4);

@@ -51,6 +51,9 @@ pub struct Target {
     pub signal: Option<vk::Semaphore>,
     /// A host-readable buffer to copy the composited image into, before the UI is drawn.
     pub capture: Option<vk::Buffer>,
+    /// Copy into `capture` after the UI instead: the picture as seen (the compare view's
+    /// divider and side labels are UI).
+    pub capture_with_ui: bool,
     /// A host-readable buffer to copy this frame's low-resolution scene image into (tests
     /// compare a pattern's output with a reference run on exactly this input).
     pub capture_input: Option<vk::Buffer>,
@@ -243,6 +246,12 @@ impl Renderer {
 
     pub fn engine(&self) -> Option<crate::infer::EngineSummary> {
         self.upscaler.engine()
+    }
+
+    /// Whether the upscaler splits the frame around a host or device step (its `upscale` span
+    /// then runs from the scene's end to the output being ready, that step included).
+    pub fn split(&self) -> bool {
+        self.upscaler.schedule() != crate::upscale::Schedule::Single
     }
 
     /// Replaces the upscaler. The old one goes to the deferred-destroy list of the slot that

@@ -40,6 +40,8 @@ pub struct OverlayModel<'a> {
     pub bus_bytes: u64,
     /// How the current pattern runs here (e.g. its memory domain), empty if nothing to say.
     pub pattern_note: String,
+    /// The pattern splits the frame around a host or device step.
+    pub split: bool,
     /// The last problem worth telling the player (e.g. a pattern that failed to start).
     pub notice: Option<&'a str>,
     pub hud: Hud,
@@ -133,23 +135,34 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
     action
 }
 
+/// Frame times needed since the last switch before FPS and frame percentiles mean something
+/// (one or two frames of a software rasteriser's ML pattern give a figure, not a rate).
+pub const MIN_FRAMES: usize = 5;
+
 fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
     let stats = model.stats;
-    let frame = stats.frame_ms();
-    // No frame time yet (right after a switch): a dash, not "0 FPS".
+    let measured = stats.frames_measured();
+    let frame = stats.frame_ms().filter(|_| measured >= MIN_FRAMES);
+    // Too few frame times (right after a switch): a dash, not "0 FPS" or one frame's rate.
     ui.heading(
         frame
             .filter(|p| p.p50_ms > 0.0)
             .map_or_else(|| "– FPS".to_string(), |p| fps_label(1000.0 / p.p50_ms)),
     );
-    if let (Some(f), Some(c)) = (frame, stats.cpu_ms()) {
-        ui.label(format!(
-            "frame {:.2} ms (p99 {:.2}) · CPU {:.2} ms",
-            f.p50_ms, f.p99_ms, c.p50_ms
-        ));
+    match (frame, stats.cpu_ms()) {
+        (Some(f), Some(c)) => {
+            ui.label(format!(
+                "frame {:.2} ms (p99 {:.2}) · CPU {:.2} ms",
+                f.p50_ms, f.p99_ms, c.p50_ms
+            ));
+        }
+        _ => {
+            ui.weak(measuring_note(measured));
+        }
     }
     frame_plot(ui, stats);
     stage_table(ui, stats);
+    clock_notes(ui, stats, model.split);
     ui.small(format!(
         "per frame: host copies {} · bus {}",
         human_bytes(model.host_copy_bytes),
@@ -187,7 +200,12 @@ fn stage_table(ui: &mut egui::Ui, stats: &Stats) {
         .iter()
         .map(|(name, p)| {
             let top = super::stats::TOP_STAGES.contains(name);
-            cells(format!("{}{name}", if top { "" } else { "   " }), p)
+            let clock = if stats.is_host_stage(name) {
+                " †"
+            } else {
+                ""
+            };
+            cells(format!("{}{name}{clock}", if top { "" } else { "   " }), p)
         })
         .collect();
     table(ui, "stages", Some(["stage", "p50 ms", "p99 ms"]), &rows);
@@ -206,6 +224,26 @@ fn stage_table(ui: &mut egui::Ui, stats: &Stats) {
     egui::CollapsingHeader::new(format!("in-stream layers ({})", rows.len()))
         .default_open(false)
         .show(ui, |ui| table(ui, "layers", None, &rows));
+}
+
+/// Which clock the stage table's figures come from: sub-stages of one name are host time in one
+/// pattern and GPU time in another.
+fn clock_notes(ui: &mut egui::Ui, stats: &Stats, split: bool) {
+    let host = stats.stages().keys().any(|name| stats.is_host_stage(name));
+    if host {
+        ui.small("† host clock (CPU wall time); the other rows are GPU timestamps");
+    }
+    if split {
+        ui.small(
+            "upscale (GPU clock): from the scene's end to the output being ready, \
+             the step between the two submissions included",
+        );
+    }
+}
+
+/// What the overlay says instead of FPS while too few frames have been measured.
+fn measuring_note(measured: usize) -> String {
+    format!("measuring: {measured} of {MIN_FRAMES} frames since the last switch")
 }
 
 /// A striped three-column table. egui sizes a grid's columns from the previous frame, so new

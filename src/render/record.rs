@@ -191,12 +191,13 @@ impl Renderer {
     ) -> anyhow::Result<()> {
         let device = &gpu.device;
         self.record_composite(gpu, slot, cmd, world, target)?;
-        self.record_captures(device, cmd, target);
+        self.record_captures(device, cmd, target, false);
         let span = self.frames[slot].timestamps.begin(gpu, cmd, "ui");
         if let Some(ui) = ui {
             self.record_ui(gpu, cmd, target, ui)?;
         }
         self.frames[slot].timestamps.end(gpu, cmd, span);
+        self.record_captures(device, cmd, target, true);
         barrier::transition(
             device,
             cmd,
@@ -298,8 +299,10 @@ impl Renderer {
         Ok(())
     }
 
-    /// Copies the composited target and/or the low-resolution input to their capture buffers
-    /// (screenshots, headless `last.png`, the tests' readbacks), when the target asks for them.
+    /// Copies the target and/or the low-resolution input to their capture buffers
+    /// (screenshots, headless `last.png`, the tests' readbacks), when the target asks for them:
+    /// called before the UI (`after_ui` false) and after it; each capture is taken once, at the
+    /// point its target asks for.
     ///
     /// # Safety
     /// `cmd` is recording outside a rendering scope; the target is in COLOR_WRITE and the scene
@@ -309,8 +312,12 @@ impl Renderer {
         device: &ash::Device,
         cmd: vk::CommandBuffer,
         target: &Target,
+        after_ui: bool,
     ) {
-        if let Some(buffer) = target.capture {
+        let capture = target
+            .capture
+            .filter(|_| target.capture_with_ui == after_ui);
+        if let Some(buffer) = capture {
             record_capture(
                 device,
                 cmd,
@@ -320,7 +327,7 @@ impl Renderer {
                 buffer,
             );
         }
-        if let Some(buffer) = target.capture_input {
+        if let Some(buffer) = target.capture_input.filter(|_| !after_ui) {
             let input = &self.targets.color;
             record_capture(
                 device,

@@ -85,6 +85,18 @@ impl Stats {
         percentiles(self.current().filter_map(|r| r.frame_ms).collect())
     }
 
+    /// Frame times measured in the running configuration (since the last switch).
+    pub fn frames_measured(&self) -> usize {
+        self.current().filter(|r| r.frame_ms.is_some()).count()
+    }
+
+    /// Whether `name` is a host stage (CPU wall time) in the running configuration, rather than
+    /// a GPU span.
+    pub fn is_host_stage(&self, name: &str) -> bool {
+        self.current()
+            .any(|r| r.host.iter().any(|(n, _)| *n == name))
+    }
+
     pub fn cpu_ms(&self) -> Option<Percentiles> {
         percentiles(self.current().map(|r| r.cpu_ms).collect())
     }
@@ -238,5 +250,26 @@ mod tests {
         assert_eq!(stages.keys().copied().collect::<Vec<_>>(), ["upscale"]);
         assert_eq!(stages["upscale"].p99_ms, 2.0);
         assert_eq!(s.records().len(), 2, "the graph keeps both frames");
+    }
+
+    #[test]
+    fn host_stages_and_measured_frames_follow_the_configuration() {
+        let mut s = Stats::new(10);
+        s.push(FrameRecord {
+            frame: 0,
+            host: vec![("inference", 5.0)],
+            ..Default::default()
+        });
+        s.push(FrameRecord {
+            frame: 1,
+            frame_ms: Some(3.0),
+            ..Default::default()
+        });
+        s.add_gpu(1, &[("to_tensor", 1.0)]);
+        assert_eq!(s.frames_measured(), 1, "the first frame has no frame time");
+        assert!(s.is_host_stage("inference") && !s.is_host_stage("to_tensor"));
+        s.new_configuration();
+        assert_eq!(s.frames_measured(), 0);
+        assert!(!s.is_host_stage("inference"), "another pattern's clock");
     }
 }

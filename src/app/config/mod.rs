@@ -89,6 +89,7 @@ impl Default for GpuConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct GameConfig {
     pub seed: u64,
+    /// Degrees of turn per pixel of mouse motion.
     pub mouse_sensitivity: f32,
 }
 
@@ -141,7 +142,7 @@ impl Default for GameConfig {
     fn default() -> Self {
         Self {
             seed: 7,
-            mouse_sensitivity: 0.15,
+            mouse_sensitivity: crate::game::world::DEFAULT_MOUSE_SENSITIVITY,
         }
     }
 }
@@ -180,15 +181,9 @@ impl Config {
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| {
-            let mut message = e.to_string().trim_end().replace('\n', " ");
-            if let Some(hint) = keys::unknown_key_hint(text) {
-                message = format!("{message}; {hint}");
-            }
-            ConfigError::Parse {
-                path: path.to_owned(),
-                message,
-            }
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: parse_message(&e, text),
         })?;
         config.validate(path)?;
         Ok(config)
@@ -344,6 +339,20 @@ impl Config {
     }
 }
 
+/// toml's message as toml lays it out (the line, then a caret under the column on its own
+/// line), with serde's "unknown field `x`, expected one of ..." replaced by the nearest known
+/// key, so an unknown key is named once.
+fn parse_message(e: &toml::de::Error, text: &str) -> String {
+    let message = e.to_string().trim_end().to_string();
+    match keys::unknown_key_hint(text) {
+        Some(hint) if e.message().starts_with("unknown field") => {
+            message.replace(e.message().trim_end(), &hint)
+        }
+        Some(hint) => format!("{message}\n{hint}"),
+        None => message,
+    }
+}
+
 /// A key whose value is not allowed, with what is.
 fn value_error(
     path: &Path,
@@ -405,22 +414,46 @@ mod tests {
         assert_eq!(c.sizes(), ((400, 300), (800, 600)));
     }
 
-    #[test]
-    fn malformed_toml_names_the_file_and_line() {
-        let e = parse("[window\nwidth = 3").unwrap_err();
-        assert!(e.starts_with("test.toml: "), "{e}");
-        assert!(e.contains("line 1"), "{e}");
+    /// The column toml names in "at line L, column C", and where its caret is under the
+    /// quoted source line (both 1-based, counted from the quoted text's start).
+    fn caret(e: &str, source: &str) -> (usize, usize) {
+        let column = e
+            .split("column ")
+            .nth(1)
+            .unwrap()
+            .split(|c: char| !c.is_ascii_digit());
+        let column = column.into_iter().next().unwrap().parse().unwrap();
+        let lines: Vec<&str> = e.lines().collect();
+        let at = lines.iter().position(|l| l.ends_with(source)).unwrap();
+        let text_start = lines[at].len() - source.len();
+        (column, lines[at + 1].find('^').unwrap() + 1 - text_start)
     }
 
     #[test]
-    fn unknown_key_is_named_with_the_nearest_known_key() {
-        let e = parse("[window]\nwidht = 800").unwrap_err();
-        assert!(e.starts_with("test.toml: ") && e.contains("line 2"), "{e}");
-        assert!(e.contains("unknown field `widht`"), "{e}");
+    fn malformed_toml_is_laid_out_as_toml_lays_it_out() {
+        let e = parse("[window\nwidth = 3").unwrap_err();
         assert!(
-            e.ends_with("; unknown key `window.widht`: did you mean `window.width`?"),
+            e.starts_with("test.toml: TOML parse error at line 1, column 8\n"),
             "{e}"
         );
+        let (column, caret) = caret(&e, "| [window");
+        assert_eq!(
+            caret - 2,
+            column,
+            "the caret points at the column named:\n{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_key_is_named_once_with_the_nearest_known_key() {
+        let e = parse("[window]\nwidht = 800").unwrap_err();
+        assert!(e.starts_with("test.toml: ") && e.contains("line 2"), "{e}");
+        assert_eq!(caret(&e, "| widht = 800"), (1, 3), "{e}");
+        assert!(
+            e.ends_with("\nunknown key `window.widht`: did you mean `window.width`?"),
+            "{e}"
+        );
+        assert_eq!(e.matches("unknown").count(), 1, "named once: {e}");
         let e = parse("[upscale]\nmodle = \"m.onnx\"").unwrap_err();
         assert!(e.ends_with("did you mean `upscale.model`?"), "{e}");
         let e = parse("[rendering]\nscale = 2").unwrap_err();
