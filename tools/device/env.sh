@@ -1,5 +1,5 @@
 # Sourced by the GPU-machine scripts (run from the repository root there): unpacks the Vulkan
-# loader and validation layer carried in .gl/ (shared/device.md), gives Vulkan a runtime dir and
+# loader and validation layer carried in .gl/ (tools/device/fetch_gl.sh), gives Vulkan a runtime dir and
 # points ONNX Runtime at the image's CPU build unless ORT_DYLIB_PATH is set.
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
