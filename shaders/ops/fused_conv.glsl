@@ -85,12 +85,23 @@ void stage_chunk(uint c0, uint lid, uint threads) {
 #else
         uint at = inside ? uint(iy) * p.in_w + uint(ix) : 0u;
         uint plane_in = p.in_h * p.in_w;
-        [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
-            sfp v = sfp(0.0);
-            if (inside && c0 + c < p.ic) {
-                v = x[(c0 + c) * plane_in + at];
+        // All CHUNK loads are issued before the first store (no branch between them where the
+        // pixel is inside and the chunk is whole: the common case).
+        sfp v[CHUNK];
+        if (inside && c0 + CHUNK <= p.ic) {
+            [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
+                v[c] = x[(c0 + c) * plane_in + at];
             }
-            s_in[r * CHUNK + c] = v;
+        } else {
+            [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
+                v[c] = sfp(0.0);
+                if (inside && c0 + c < p.ic) {
+                    v[c] = x[(c0 + c) * plane_in + at];
+                }
+            }
+        }
+        [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
+            s_in[r * CHUNK + c] = v[c];
         }
 #endif
     }
@@ -151,31 +162,41 @@ void store_tail(uint ox, uint oy, float sums[OC_TILE]) {
 }
 #endif
 
-// Writes output pixel (ox, oy) of output-channel block `ob` from its sums (channel j of the
-// block in sums[j]).
-void store_pixel(uint ox, uint oy, uint ob, float sums[OC_TILE]) {
+#ifndef IMAGE_OUT
+// Writes channels j0 .. j0 + count of output pixel (ox, oy) of output-channel block `ob` from
+// its sums (channel j of the block in sums[j]); the residual's values are all loaded before
+// the first store, so the loads overlap.
+void store_channels(uint ox, uint oy, uint ob, float sums[OC_TILE], uint j0, uint count) {
     if (ox >= p.out_w || oy >= p.out_h) {
         return;
     }
-#ifdef IMAGE_OUT
-    store_tail(ox, oy, sums);
-#else
-    // The residual's values are all loaded before the first store, so the loads overlap.
-    uint n = min(OC_TILE, p.oc - ob * OC_TILE);
+    uint end = min(j0 + count, min(OC_TILE, p.oc - ob * OC_TILE));
     uint plane = p.out_h * p.out_w;
     uint at = (ob * OC_TILE) * plane + oy * p.out_w + ox;
     float res[OC_TILE];
     [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
         res[j] = 0.0;
-        if (RESIDUAL && j < n) {
+        if (RESIDUAL && j >= j0 && j < end) {
             res[j] = float(residual[at + j * plane]);
         }
     }
     [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
-        if (j < n) {
+        if (j >= j0 && j < end) {
             float v = conv_out(ob * OC_TILE + j, sums[j]);
             y[at + j * plane] = sfp(RESIDUAL ? v + res[j] : v);
         }
     }
+}
+#endif
+
+// Writes output pixel (ox, oy) of output-channel block `ob` from its sums (channel j of the
+// block in sums[j]).
+void store_pixel(uint ox, uint oy, uint ob, float sums[OC_TILE]) {
+#ifdef IMAGE_OUT
+    if (ox < p.out_w && oy < p.out_h) {
+        store_tail(ox, oy, sums);
+    }
+#else
+    store_channels(ox, oy, ob, sums, 0u, OC_TILE);
 #endif
 }

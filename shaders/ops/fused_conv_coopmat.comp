@@ -30,6 +30,8 @@ const uint SUBGROUPS = 4u;
 const uint N_TILES = OC_TILE / CM_N;
 const uint K_TILES = CHUNK / CM_K;
 const uint SEGS_PER_ROW = TILE_W / CM_M;
+// Invocations per pixel in the epilogue (a subgroup wider than a segment splits the channels).
+const uint GROUPS = SUBGROUP > CM_M ? SUBGROUP / CM_M : 1u;
 
 // Weights as [oc block][tap][input channel, padded to icp][16 output channels]: for a tap
 // and CM_K channels, B is a CM_K × 16 row-major block.
@@ -85,15 +87,30 @@ void main() {
         subgroupMemoryBarrierShared();
         subgroupBarrier();
         uint seg = sg * SEGS + s;
+        uint oy = gl_WorkGroupID.y * TILE_H + seg / SEGS_PER_ROW;
+        uint ox0 = gl_WorkGroupID.x * TILE_W + (seg % SEGS_PER_ROW) * CM_M;
+#ifdef IMAGE_OUT
+        // The tail needs all of a pixel's channels (DepthToSpace): a pixel per invocation.
         for (uint i = lane; i < CM_M; i += SUBGROUP) {
             float sums[OC_TILE];
             [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
                 sums[j] = s_out[scratch + i * OC_TILE + j];
             }
-            uint ox = gl_WorkGroupID.x * TILE_W + (seg % SEGS_PER_ROW) * CM_M + i;
-            uint oy = gl_WorkGroupID.y * TILE_H + seg / SEGS_PER_ROW;
-            store_pixel(ox, oy, ob, sums);
+            store_pixel(ox0 + i, oy, ob, sums);
         }
+#else
+        // The whole subgroup stores: GROUPS invocations per pixel, OC_TILE / GROUPS channels
+        // each.
+        for (uint t = lane; t < CM_M * GROUPS; t += SUBGROUP) {
+            uint i = t % CM_M;
+            uint j0 = (t / CM_M) * (OC_TILE / GROUPS);
+            float sums[OC_TILE];
+            [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
+                sums[j] = s_out[scratch + i * OC_TILE + j];
+            }
+            store_channels(ox0 + i, oy, ob, sums, j0, OC_TILE / GROUPS);
+        }
+#endif
         // The scratch is read before the next segment overwrites it.
         subgroupMemoryBarrierShared();
         subgroupBarrier();
