@@ -94,6 +94,23 @@ fn in_stream_engine_scores_the_model_as_onnx_runtime_does() {
     }
     // The reference methods do not depend on the pattern.
     assert_eq!(ort.bicubic.psnr_y, engine.bicubic.psnr_y);
+    // fp16 storage (where the device has it) scores within 0.05 dB of fp32 on the same frames.
+    let fp16 = QualityArgs {
+        precision: upscale_demo::infer::Precision::Fp16,
+        ..args(&out, Pattern::InStream)
+    };
+    match quality::run(&config, &fp16) {
+        Ok(half) => {
+            assert_eq!(half.validation_errors, 0, "validation errors: see the log");
+            let (a, b) = (engine.model.psnr_y, half.model.psnr_y);
+            assert!((a - b).abs() <= 0.05, "PSNR-Y fp32 {a} vs fp16 {b}");
+        }
+        Err(e) => {
+            let why = format!("{e:#}");
+            assert!(why.contains("shaderFloat16"), "{why}");
+            println!("fp16 skipped: {why}");
+        }
+    }
 }
 
 #[test]
