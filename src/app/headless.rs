@@ -224,9 +224,21 @@ pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
     }
     r.save_pngs(&args.out)?;
     let summary = Summary::new(&r.session, used);
+    finish(r, summary, &args.out)
+}
+
+/// Writes summary.json, tears the session down, then rewrites it with what teardown left
+/// (the first write stays if teardown crashes). Returns the final summary; the caller decides
+/// whether a teardown problem fails the run ([`Summary::teardown_failure`]).
+pub fn finish(r: Runner, mut summary: Summary, out: &Path) -> anyhow::Result<Summary> {
+    let path = out.join("summary.json");
+    summary.write(&path).context("writing the summary")?;
+    let watch = r.session.gpu.teardown_watch();
+    drop(r);
+    summary.after_teardown(&watch);
     summary
-        .write(&args.out.join("summary.json"))
-        .context("writing the summary")?;
+        .write(&path)
+        .context("rewriting the summary after teardown")?;
     Ok(summary)
 }
 

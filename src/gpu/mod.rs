@@ -16,7 +16,7 @@ pub mod swapchain;
 pub mod timestamps;
 
 pub use buffer::Buffer;
-pub use device::{DeviceInfo, Gpu};
+pub use device::{DeviceInfo, Gpu, Teardown, TeardownWatch};
 pub use error::{Error, Result};
 pub use frame::Frame;
 pub use guard::{Destroy, Guard};

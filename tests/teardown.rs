@@ -1,0 +1,47 @@
+//! Teardown is part of the result: a run that falls back at start-up (the configured pattern
+//! cannot be built) must leave nothing behind when the device is destroyed.
+
+mod common;
+
+use std::path::Path;
+
+use upscale_demo::app::config::Config;
+use upscale_demo::app::headless::{self, HeadlessArgs};
+
+/// A model the in-stream engine refuses (an op it does not have) on the in-stream pattern: the
+/// renderer for it fails after the scene's resources exist, and the session falls back to
+/// bilinear. Before the constructors cleaned up after themselves this leaked 11 allocations
+/// (scene targets and textures, world buffers, the upscaled output) and drew
+/// VUID-vkDestroyDevice-device-00378.
+#[test]
+fn a_start_up_fallback_tears_down_clean_and_keeps_its_notice() {
+    let out = common::out_dir("teardown_fallback");
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/test/custom_op_x2.onnx");
+    let text = format!(
+        "[render]\noutput_width = 128\noutput_height = 72\nscale = 2\n\
+         [upscale]\npattern = \"in-stream\"\nmodel = \"{}\"\n",
+        model.display()
+    );
+    let config = Config::parse(&text, Path::new("tests/teardown.toml")).unwrap();
+    let args = HeadlessArgs {
+        frames: 3,
+        out: out.clone(),
+        ..Default::default()
+    };
+    let summary = headless::run(&config, &args).unwrap();
+    assert_eq!(summary.pattern, "bilinear", "fell back");
+    assert_eq!(summary.output_size, [128, 72]);
+    let notice = summary.notice.as_deref().expect("the fallback notice");
+    assert!(notice.contains("in-stream is not available"), "{notice}");
+    assert_eq!(summary.validation_enabled, common::expect_validation());
+    common::assert_clean_teardown(&summary);
+    assert_eq!(summary.validation_errors, 0, "through teardown");
+
+    // summary.json is the one rewritten after teardown, notice kept.
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(json["teardown"]["leaked_allocations"], 0, "{json}");
+    assert_eq!(json["teardown"]["validation_errors"], 0, "{json}");
+    assert_eq!(json["validation_errors"], 0);
+    assert!(json["notice"].as_str().unwrap().contains("using bilinear"));
+}
