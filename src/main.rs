@@ -114,7 +114,25 @@ fn run_bench(config: &Config, config_file: String, b: BenchCli) -> anyhow::Resul
         report.validation_errors,
         args.out.display()
     );
-    Ok(())
+    let t = report.teardown;
+    println!(
+        "teardown: {} leaked allocations, {} validation errors",
+        t.leaked_allocations, t.validation_errors
+    );
+    fail_on_teardown_problem(t.problem())
+}
+
+/// Under `UPSCALE_VALIDATION=1` a teardown problem fails the run; otherwise it is a warning
+/// (it is in the summary or report either way).
+fn fail_on_teardown_problem(problem: Option<String>) -> anyhow::Result<()> {
+    match problem {
+        Some(why) if Validation::from_env() == Validation::Required => anyhow::bail!("{why}"),
+        Some(why) => {
+            tracing::warn!("{why}");
+            Ok(())
+        }
+        None => Ok(()),
+    }
 }
 
 /// `image-diff`: largest per-channel difference, differing pixels and PSNR-RGB of two images.
@@ -375,12 +393,5 @@ fn check_teardown(s: &upscale_demo::app::summary::Summary) -> anyhow::Result<()>
             t.leaked_allocations, t.validation_errors
         );
     }
-    match s.teardown_failure() {
-        Some(why) if Validation::from_env() == Validation::Required => anyhow::bail!("{why}"),
-        Some(why) => {
-            tracing::warn!("{why}");
-            Ok(())
-        }
-        None => Ok(()),
-    }
+    fail_on_teardown_problem(s.teardown_failure())
 }

@@ -185,14 +185,7 @@ impl Summary {
     /// Why the run must fail, when teardown leaked or raised validation errors (a failed
     /// constructor that dropped what it made, an object nobody destroyed).
     pub fn teardown_failure(&self) -> Option<String> {
-        let t = self.teardown?;
-        (t.leaked_allocations > 0 || t.validation_errors > 0).then(|| {
-            format!(
-                "teardown left {} leaked GPU allocations and {} validation errors \
-                 (the log above names them)",
-                t.leaked_allocations, t.validation_errors
-            )
-        })
+        self.teardown?.problem()
     }
 
     pub fn write(&self, path: &Path) -> anyhow::Result<()> {

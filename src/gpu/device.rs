@@ -104,6 +104,19 @@ pub struct Teardown {
     pub leaked_allocations: u32,
 }
 
+impl Teardown {
+    /// What is wrong, for a person, when teardown left anything.
+    pub fn problem(&self) -> Option<String> {
+        (self.leaked_allocations > 0 || self.validation_errors > 0).then(|| {
+            format!(
+                "teardown left {} leaked GPU allocations and {} validation errors \
+                 (the log above names them)",
+                self.leaked_allocations, self.validation_errors
+            )
+        })
+    }
+}
+
 /// Taken from a [`Gpu`] before it is dropped; afterwards, says what teardown left.
 pub struct TeardownWatch {
     counter: Arc<ValidationCounter>,
