@@ -5,8 +5,47 @@ mod common;
 
 use std::path::Path;
 
+use ash::vk;
 use upscale_demo::app::config::Config;
 use upscale_demo::app::headless::{self, HeadlessArgs};
+use upscale_demo::gpu::{Destroy as _, Gpu, Image, ImageDesc, Validation};
+
+fn small_image(gpu: &Gpu, name: &str) -> Image {
+    let size = vk::Extent2D {
+        width: 7,
+        height: 5,
+    };
+    let desc = ImageDesc::new_2d(
+        size,
+        vk::Format::R8G8B8A8_UNORM,
+        vk::ImageUsageFlags::SAMPLED,
+    );
+    Image::new(gpu, name, desc).unwrap()
+}
+
+/// The teardown figures are real: an image nobody destroyed is one leaked allocation (and, with
+/// the layer, validation errors at vkDestroyDevice); a guard dropped early destroys its image,
+/// a kept one hands it over.
+#[test]
+fn teardown_counts_what_was_not_destroyed_and_guards_release_theirs() {
+    let (gpu, _) = Gpu::new(Validation::from_env(), &[], "", None).unwrap();
+    drop(small_image(&gpu, "guarded, dropped").guard(&gpu));
+    let kept = small_image(&gpu, "guarded, kept").guard(&gpu).keep();
+    kept.destroy(&gpu);
+    let _forgotten = small_image(&gpu, "never destroyed");
+    let watch = gpu.teardown_watch();
+    assert!(watch.report().is_none(), "no report while the device lives");
+    drop(gpu);
+    let t = watch.report().expect("a report once the Gpu is dropped");
+    assert_eq!(t.leaked_allocations, 1, "only the unguarded image: {t:?}");
+    if common::expect_validation() {
+        assert!(
+            t.validation_errors > 0,
+            "vkDestroyDevice with a live image: {t:?}"
+        );
+    }
+    assert!(t.problem().unwrap().contains("1 leaked GPU allocations"));
+}
 
 /// A model the in-stream engine refuses (an op it does not have) on the in-stream pattern: the
 /// renderer for it fails after the scene's resources exist, and the session falls back to
