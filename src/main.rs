@@ -15,6 +15,7 @@ use upscale_demo::app::soak::{self, SoakArgs};
 use upscale_demo::app::window::{self, WindowArgs};
 use upscale_demo::app::{has_display, paths};
 use upscale_demo::game::textures;
+use upscale_demo::gpu::Validation;
 use upscale_demo::render::stats::stage_rank;
 
 use cli::{BenchCli, Cli, Command, HeadlessCli};
@@ -113,7 +114,25 @@ fn run_bench(config: &Config, config_file: String, b: BenchCli) -> anyhow::Resul
         report.validation_errors,
         args.out.display()
     );
-    Ok(())
+    let t = report.teardown;
+    println!(
+        "teardown: {} leaked allocations, {} validation errors",
+        t.leaked_allocations, t.validation_errors
+    );
+    fail_on_teardown_problem(t.problem())
+}
+
+/// Under `UPSCALE_VALIDATION=1` a teardown problem fails the run; otherwise it is a warning
+/// (it is in the summary or report either way).
+fn fail_on_teardown_problem(problem: Option<String>) -> anyhow::Result<()> {
+    match problem {
+        Some(why) if Validation::from_env() == Validation::Required => anyhow::bail!("{why}"),
+        Some(why) => {
+            tracing::warn!("{why}");
+            Ok(())
+        }
+        None => Ok(()),
+    }
 }
 
 /// `image-diff`: largest per-channel difference, differing pixels and PSNR-RGB of two images.
@@ -276,6 +295,12 @@ fn run_soak(config: &Config, args: &SoakArgs) -> anyhow::Result<()> {
         r.validation_errors,
         if r.validation_enabled { "on" } else { "OFF" }
     );
+    if let Some(t) = s.teardown {
+        println!(
+            "  teardown: {} leaked allocations, {} validation errors",
+            t.leaked_allocations, t.validation_errors
+        );
+    }
     print_soak_memory(r);
     println!(
         "  frames over {}x their pattern's median: {} steady, {} right after a switch",
@@ -356,5 +381,17 @@ fn run_headless(config: &Config, args: HeadlessArgs) -> anyhow::Result<()> {
         out.display(),
         out.display()
     );
-    Ok(())
+    check_teardown(&s)
+}
+
+/// Under `UPSCALE_VALIDATION=1`, a leak or a validation error at teardown fails the run (it is
+/// always reported in summary.json and logged).
+fn check_teardown(s: &upscale_demo::app::summary::Summary) -> anyhow::Result<()> {
+    if let Some(t) = s.teardown {
+        println!(
+            "teardown: {} leaked allocations, {} validation errors",
+            t.leaked_allocations, t.validation_errors
+        );
+    }
+    fail_on_teardown_problem(s.teardown_failure())
 }

@@ -97,6 +97,12 @@ fn bench_writes_all_reports_with_plausible_figures() {
         report.validation_errors, 0,
         "validation errors: see the log"
     );
+    let t = report.teardown;
+    assert_eq!(
+        (t.leaked_allocations, t.validation_errors),
+        (0, 0),
+        "teardown of the bench's devices: see the log"
+    );
     for name in ["report.json", "report.csv", "report.md", "report.png"] {
         assert!(out.join(name).is_file(), "{name} missing");
     }

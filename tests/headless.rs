@@ -30,6 +30,7 @@ fn headless_frame_is_a_real_scene_matching_the_reference() {
         },
     )
     .unwrap();
+    common::assert_clean_teardown(&summary);
     assert_eq!(summary.frames, 12);
     assert_eq!(summary.render_size, [160, 90]);
     assert_eq!(summary.output_size, [320, 180]);
@@ -64,6 +65,9 @@ fn headless_frame_is_a_real_scene_matching_the_reference() {
         assert!(json.get(key).is_some(), "summary.json lacks {key}");
     }
     assert!(json["stages"]["scene"]["p50_ms"].as_f64().unwrap() > 0.0);
+    // The file on disk is the one rewritten after teardown.
+    assert_eq!(json["teardown"]["leaked_allocations"], 0);
+    assert_eq!(json["teardown"]["validation_errors"], 0);
 
     let last = image::open(out.join("last.png")).unwrap().to_rgb8();
     assert_eq!(last.dimensions(), (320, 180));
@@ -86,6 +90,7 @@ fn headless_frame_without_msaa_matches_the_aliased_reference() {
         ..Default::default()
     };
     let summary = headless::run(&config, &args).unwrap();
+    common::assert_clean_teardown(&summary);
     assert_eq!(summary.msaa, 1);
     assert_eq!(summary.validation_errors, 0);
     let last = image::open(out.join("last.png")).unwrap().to_rgb8();
@@ -126,6 +131,7 @@ fn scripted_path_is_deterministic_and_moves() {
             ..Default::default()
         };
         let s = headless::run(&config, &args).unwrap();
+        common::assert_clean_teardown(&s);
         assert_eq!(s.validation_errors, 0);
         image::open(out.join("last.png")).unwrap().to_rgb8()
     };

@@ -189,6 +189,7 @@ fn headless_run(
         ..Default::default()
     };
     let summary = headless::run(config, &args).unwrap();
+    common::assert_clean_teardown(&summary);
     assert_eq!(summary.validation_enabled, common::expect_validation());
     assert_eq!(
         summary.validation_errors, 0,

@@ -39,6 +39,7 @@ fn roundtrip_output_equals_onnx_runtime_on_the_same_pixels() {
         ..Default::default()
     };
     let summary = headless::run(&config, &args).unwrap();
+    common::assert_clean_teardown(&summary);
     assert_eq!(summary.pattern, "cpu-roundtrip");
     assert_eq!(summary.validation_enabled, common::expect_validation());
     assert_eq!(summary.validation_errors, 0);
@@ -161,6 +162,7 @@ fn live_switching_is_validation_clean() {
         ..Default::default()
     };
     let summary = headless::run(&config, &args).unwrap();
+    common::assert_clean_teardown(&summary);
     assert_eq!(summary.validation_errors, 0);
     assert!(summary.patterns_used.contains(&"cpu-roundtrip".to_string()));
     assert!(summary.patterns_used.contains(&"bilinear".to_string()));

@@ -32,6 +32,7 @@ fn run(
         ..Default::default()
     };
     let summary = headless::run(&config(pattern), &args).unwrap();
+    common::assert_clean_teardown(&summary);
     let last = image::open(out.join("last.png")).unwrap().to_rgb8();
     (summary, last)
 }
@@ -87,6 +88,7 @@ fn switching_among_three_patterns_for_300_frames_is_validation_clean() {
         ..Default::default()
     };
     let summary = headless::run(&config("bilinear"), &args).unwrap();
+    common::assert_clean_teardown(&summary);
     assert_eq!(summary.validation_errors, 0);
     for p in ["bilinear", "cpu-roundtrip", "shared-memory"] {
         assert!(

@@ -50,6 +50,7 @@ fn auto_falls_back_to_the_host_domain_and_says_why() {
         ..Default::default()
     };
     let summary = headless::run(&config("auto"), &args).unwrap();
+    common::assert_clean_teardown(&summary);
     assert_eq!(summary.pattern, "shared-memory");
     assert_eq!(summary.validation_errors, 0);
     assert!(

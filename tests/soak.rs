@@ -29,6 +29,7 @@ fn a_short_soak_is_validation_clean_and_does_not_grow() {
         ],
     };
     let summary = soak::run(&config, &args).unwrap();
+    common::assert_clean_teardown(&summary);
     let r = summary.soak.as_ref().unwrap();
     assert_eq!(r.validation_enabled, common::expect_validation());
     assert_eq!(r.validation_errors, 0, "see the log for the messages");

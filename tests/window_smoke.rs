@@ -140,6 +140,8 @@ fn a_window_destroyed_from_outside_ends_the_game_cleanly() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(json["validation_errors"], 0, "{log}");
     assert_eq!(json["validation_enabled"], common::expect_validation());
+    assert_eq!(json["teardown"]["leaked_allocations"], 0, "{log}");
+    assert_eq!(json["teardown"]["validation_errors"], 0, "{log}");
 }
 
 /// A start-up the device refuses (`render.msaa` it lacks: 8 on lavapipe) ends the window run
@@ -277,6 +279,9 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
         "validation errors in the windowed run"
     );
     assert_eq!(json["validation_enabled"], common::expect_validation());
+    // summary.json is rewritten after the device is destroyed.
+    assert_eq!(json["teardown"]["leaked_allocations"], 0);
+    assert_eq!(json["teardown"]["validation_errors"], 0);
     assert!(
         json["frames"].as_u64().unwrap() > 20,
         "too few frames: {}",

@@ -14,7 +14,7 @@ use super::config::Config;
 use super::session::Session;
 use super::summary::Summary;
 use crate::gpu::barrier::{self, State};
-use crate::gpu::{Buffer, Gpu, Image, ImageDesc};
+use crate::gpu::{Buffer, Destroy as _, Gpu, Image, ImageDesc};
 use crate::render::compare::CompareSide;
 use crate::render::{Target, UiFrame};
 use crate::upscale::Pattern;
@@ -67,26 +67,14 @@ impl OffscreenTarget {
                     | vk::ImageUsageFlags::STORAGE
                     | vk::ImageUsageFlags::TRANSFER_SRC,
             ),
-        )?;
+        )?
+        .guard(gpu);
         let buffer = |name, e: vk::Extent2D| Buffer::readback_rgba8(gpu, name, e);
-        let readback = match buffer("headless capture", output) {
-            Ok(b) => b,
-            Err(e) => {
-                image.destroy(gpu);
-                return Err(e.into());
-            }
-        };
-        let input_readback = match buffer("headless input capture", render) {
-            Ok(b) => b,
-            Err(e) => {
-                readback.destroy(gpu);
-                image.destroy(gpu);
-                return Err(e.into());
-            }
-        };
+        let readback = buffer("headless capture", output)?.guard(gpu);
+        let input_readback = buffer("headless input capture", render)?;
         Ok(Self {
-            image,
-            readback,
+            image: image.keep(),
+            readback: readback.keep(),
             input_readback,
             output,
             render,
@@ -236,9 +224,21 @@ pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
     }
     r.save_pngs(&args.out)?;
     let summary = Summary::new(&r.session, used);
+    finish(r, summary, &args.out)
+}
+
+/// Writes summary.json, tears the session down, then rewrites it with what teardown left
+/// (the first write stays if teardown crashes). Returns the final summary; the caller decides
+/// whether a teardown problem fails the run ([`Summary::teardown_failure`]).
+pub fn finish(r: Runner, mut summary: Summary, out: &Path) -> anyhow::Result<Summary> {
+    let path = out.join("summary.json");
+    summary.write(&path).context("writing the summary")?;
+    let watch = r.session.gpu.teardown_watch();
+    drop(r);
+    summary.after_teardown(&watch);
     summary
-        .write(&args.out.join("summary.json"))
-        .context("writing the summary")?;
+        .write(&path)
+        .context("rewriting the summary after teardown")?;
     Ok(summary)
 }
 

@@ -306,10 +306,7 @@ pub fn run(config: &Config, args: &SoakArgs) -> anyhow::Result<Summary> {
     let report = log.report(&r, seconds);
     let mut summary = Summary::new(&r.session, used);
     summary.soak = Some(report);
-    summary
-        .write(&args.out.join("summary.json"))
-        .context("writing the summary")?;
-    Ok(summary)
+    super::headless::finish(r, summary, &args.out)
 }
 
 /// What the soak loop records as it goes: frame times, memory samples, switch times.

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::session::{Session, SwitchCounts};
 use super::soak::SoakReport;
+use crate::gpu::{Teardown, TeardownWatch};
 use crate::infer::EngineSummary;
 use crate::render::stats::{Percentiles, Stats};
 use crate::render::Renderer;
@@ -46,8 +47,12 @@ pub struct Summary {
     pub output_size: [u32; 2],
     /// Samples per pixel of the scene pass (`render.msaa`).
     pub msaa: u32,
+    /// Through teardown once [`Summary::after_teardown`] ran (the rewritten summary.json).
     pub validation_errors: u32,
     pub validation_enabled: bool,
+    /// What the device's destruction left: leaked allocations, validation errors reported
+    /// during teardown. None in the summary.json written before teardown.
+    pub teardown: Option<Teardown>,
     /// Over the measured window (the last frames kept by the stats).
     pub frame_ms: Option<Percentiles>,
     pub cpu_ms: Option<Percentiles>,
@@ -148,6 +153,7 @@ impl Summary {
             msaa: sizes.msaa,
             validation_errors: gpu.validation_errors(),
             validation_enabled: gpu.instance.validation_enabled,
+            teardown: None,
             frame_ms: renderer.stats.frame_ms(),
             cpu_ms: renderer.stats.cpu_ms(),
             stages: stage_summaries(&renderer.stats),
@@ -161,6 +167,25 @@ impl Summary {
             notice: session.notice.clone(),
             soak: None,
         }
+    }
+
+    /// Adds what teardown left (call once the session's `Gpu` is dropped): the teardown
+    /// figures, and the validation total through the device's destruction.
+    pub fn after_teardown(&mut self, watch: &TeardownWatch) {
+        self.teardown = watch.report();
+        self.validation_errors = watch.total_validation_errors();
+        // The soak's verdict covers teardown too.
+        let failure = self.teardown_failure();
+        if let Some(soak) = &mut self.soak {
+            soak.validation_errors = self.validation_errors;
+            soak.failures.extend(failure);
+        }
+    }
+
+    /// Why the run must fail, when teardown leaked or raised validation errors (a failed
+    /// constructor that dropped what it made, an object nobody destroyed).
+    pub fn teardown_failure(&self) -> Option<String> {
+        self.teardown?.problem()
     }
 
     pub fn write(&self, path: &Path) -> anyhow::Result<()> {

@@ -18,7 +18,7 @@ use super::summary::Summary;
 use crate::game::world::Input;
 use crate::gpu::barrier;
 use crate::gpu::swapchain::{Acquired, Swapchain};
-use crate::gpu::Buffer;
+use crate::gpu::{Buffer, Validation};
 use crate::render::composite::letterbox;
 use crate::render::{Target, UiFrame};
 
@@ -166,19 +166,47 @@ impl ApplicationHandler for App {
         let Some(mut r) = self.running.take() else {
             return;
         };
-        if let Some(path) = &self.args.summary {
-            let _ = r.session.renderer.wait_all(&r.session.gpu);
-            let used = vec![r.session.renderer.pattern().name().to_string()];
+        let _ = r.session.renderer.wait_all(&r.session.gpu);
+        let used = vec![r.session.renderer.pattern().name().to_string()];
+        let summary = self.args.summary.as_ref().map(|path| {
             let summary = Summary::new(&r.session, used);
-            if let Err(e) = summary.write(path) {
-                self.error = Some(e);
-            }
-        }
+            (path.clone(), summary)
+        });
         tracing::info!(
             "exiting after {} frames, {} validation errors",
             r.session.renderer.frame_number(),
             r.session.gpu.validation_errors()
         );
+        // Written before teardown (kept if it crashes), rewritten with what teardown left.
+        if let Some((path, summary)) = &summary {
+            if let Err(e) = summary.write(path) {
+                self.error = Some(e);
+            }
+        }
+        let watch = r.session.gpu.teardown_watch();
+        // Field order: the session (surface, swapchain, GPU) goes before the window.
+        drop(r);
+        if let Some(t) = watch.report() {
+            tracing::info!(
+                "teardown: {} leaked allocations, {} validation errors",
+                t.leaked_allocations,
+                t.validation_errors
+            );
+        }
+        if let Some((path, mut summary)) = summary {
+            summary.after_teardown(&watch);
+            if let Err(e) = summary.write(&path) {
+                self.error.get_or_insert(e);
+            }
+        }
+        let problem = watch.report().and_then(|t| t.problem());
+        if let Some(why) = problem {
+            if Validation::from_env() == Validation::Required {
+                self.error.get_or_insert(anyhow::anyhow!(why));
+            } else {
+                tracing::warn!("{why}");
+            }
+        }
     }
 }
 

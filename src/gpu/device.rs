@@ -1,12 +1,12 @@
 //! Physical-device choice, the logical device, its one queue and the memory allocator.
 
 use std::ffi::{CStr, CString};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ash::{ext, khr, vk};
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
-use super::instance::{Instance, Validation};
+use super::instance::{Instance, Validation, ValidationCounter};
 use super::{Error, Result};
 
 /// What the rest of the program may want to know about the device, read once.
@@ -89,6 +89,55 @@ pub struct Gpu {
     debug: Option<ext::debug_utils::Device>,
     /// Option so Drop can release it before the device; shared with egui-ash-renderer.
     pub allocator: Option<Arc<Mutex<Allocator>>>,
+    /// Allocations still live when Drop released the allocator; read by [`TeardownWatch`].
+    leaked: Arc<OnceLock<u32>>,
+}
+
+/// What was left when the device was destroyed: part of a run's result, since a leak or a
+/// `vkDestroyDevice` validation error only shows up then.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Teardown {
+    /// Validation errors reported from the watch's start through the device's destruction
+    /// (objects still alive at `vkDestroyDevice`, ...).
+    pub validation_errors: u32,
+    /// gpu-allocator allocations never freed (each is logged with its name).
+    pub leaked_allocations: u32,
+}
+
+impl Teardown {
+    /// What is wrong, for a person, when teardown left anything.
+    pub fn problem(&self) -> Option<String> {
+        (self.leaked_allocations > 0 || self.validation_errors > 0).then(|| {
+            format!(
+                "teardown left {} leaked GPU allocations and {} validation errors \
+                 (the log above names them)",
+                self.leaked_allocations, self.validation_errors
+            )
+        })
+    }
+}
+
+/// Taken from a [`Gpu`] before it is dropped; afterwards, says what teardown left.
+pub struct TeardownWatch {
+    counter: Arc<ValidationCounter>,
+    errors_before: u32,
+    leaked: Arc<OnceLock<u32>>,
+}
+
+impl TeardownWatch {
+    /// None while the `Gpu` still exists.
+    pub fn report(&self) -> Option<Teardown> {
+        let leaked_allocations = *self.leaked.get()?;
+        Some(Teardown {
+            validation_errors: self.total_validation_errors() - self.errors_before,
+            leaked_allocations,
+        })
+    }
+
+    /// Every validation error of the instance's life, teardown included.
+    pub fn total_validation_errors(&self) -> u32 {
+        self.counter.errors()
+    }
 }
 
 impl Gpu {
@@ -176,6 +225,7 @@ impl Gpu {
             external_semaphore_fd,
             debug,
             allocator: Some(Arc::new(Mutex::new(allocator))),
+            leaked: Arc::default(),
         })
     }
 
@@ -186,6 +236,32 @@ impl Gpu {
     /// Number of validation errors reported so far (0 when the layer is off).
     pub fn validation_errors(&self) -> u32 {
         self.instance.counter.errors()
+    }
+
+    /// Watches this context's teardown: call just before dropping it (errors counted from here).
+    pub fn teardown_watch(&self) -> TeardownWatch {
+        TeardownWatch {
+            counter: self.instance.counter.clone(),
+            errors_before: self.validation_errors(),
+            leaked: self.leaked.clone(),
+        }
+    }
+
+    /// Counts (and logs by name) the allocations nobody freed.
+    fn count_leaks(&self) -> u32 {
+        let Some(allocator) = &self.allocator else {
+            return 0;
+        };
+        let report = allocator.lock().map(|a| a.generate_report());
+        let Ok(report) = report else { return 0 };
+        for a in &report.allocations {
+            tracing::error!(
+                "leaked GPU allocation at teardown: {} ({} bytes)",
+                a.name,
+                a.size
+            );
+        }
+        report.allocations.len() as u32
     }
 
     /// Gives a Vulkan object a debug name, so validation messages and captures name it.
@@ -208,9 +284,12 @@ impl Drop for Gpu {
         // for idle makes sure nothing still executes when the device goes.
         unsafe {
             let _ = self.device.device_wait_idle();
+            let leaked = self.count_leaks();
             self.allocator = None;
             self.device.destroy_device(None);
             self.instance.destroy();
+            // Last: a watch reports only once the device's own validation messages are in.
+            let _ = self.leaked.set(leaked);
         }
     }
 }

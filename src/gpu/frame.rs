@@ -4,7 +4,7 @@
 use ash::vk;
 
 use super::timestamps::Timestamps;
-use super::{Gpu, Result};
+use super::{Destroy as _, Gpu, Result};
 
 /// A destructor that must run only after the GPU finished every frame that could use the object.
 pub type Deferred = Box<dyn FnOnce(&Gpu)>;
@@ -28,9 +28,10 @@ impl Frame {
         let pool_info = vk::CommandPoolCreateInfo::default()
             .queue_family_index(gpu.queue_family)
             .flags(vk::CommandPoolCreateFlags::TRANSIENT);
-        let pool = unsafe { device.create_command_pool(&pool_info, None)? };
+        // Guarded: a failure below releases what was made (the pool frees its buffers).
+        let pool = unsafe { device.create_command_pool(&pool_info, None)? }.guard(gpu);
         let alloc = vk::CommandBufferAllocateInfo::default()
-            .command_pool(pool)
+            .command_pool(*pool)
             .level(vk::CommandBufferLevel::PRIMARY)
             .command_buffer_count(2);
         let cmds = unsafe { device.allocate_command_buffers(&alloc)? };
@@ -40,20 +41,23 @@ impl Frame {
                 &vk::FenceCreateInfo::default().flags(vk::FenceCreateFlags::SIGNALED),
                 None,
             )?
-        };
+        }
+        .guard(gpu);
         let acquired =
-            unsafe { device.create_semaphore(&vk::SemaphoreCreateInfo::default(), None)? };
-        gpu.name(pool, &format!("frame {index} command pool"));
+            unsafe { device.create_semaphore(&vk::SemaphoreCreateInfo::default(), None)? }
+                .guard(gpu);
+        gpu.name(*pool, &format!("frame {index} command pool"));
         gpu.name(cmds[0], &format!("frame {index} commands A"));
         gpu.name(cmds[1], &format!("frame {index} commands B"));
-        gpu.name(fence, &format!("frame {index} fence"));
-        gpu.name(acquired, &format!("frame {index} acquire semaphore"));
+        gpu.name(*fence, &format!("frame {index} fence"));
+        gpu.name(*acquired, &format!("frame {index} acquire semaphore"));
+        let timestamps = Timestamps::new(gpu, &format!("frame {index} timestamps"))?;
         Ok(Self {
-            pool,
+            pool: pool.keep(),
             cmd: [cmds[0], cmds[1]],
-            fence,
-            acquired,
-            timestamps: Timestamps::new(gpu, &format!("frame {index} timestamps"))?,
+            fence: fence.keep(),
+            acquired: acquired.keep(),
+            timestamps,
             deferred: Vec::new(),
         })
     }

@@ -6,7 +6,7 @@
 use ash::vk;
 
 use crate::gpu::pipeline::{self, Binding, GraphicsDesc};
-use crate::gpu::{self, Gpu, Image, Pipeline};
+use crate::gpu::{self, Destroy, Gpu, Image, Pipeline};
 use crate::shader;
 
 #[repr(C)]
@@ -57,7 +57,8 @@ impl CompositePass {
                 fragment_spec: &[],
             },
         )?;
-        let compute = match pipeline::compute(
+        let pipeline = pipeline.guard(gpu);
+        let compute = pipeline::compute(
             gpu,
             "composite (compute)",
             shader!("render/composite.comp"),
@@ -67,19 +68,17 @@ impl CompositePass {
                 vk::DescriptorType::STORAGE_IMAGE,
             ],
             std::mem::size_of::<ComputePush>() as u32,
-        ) {
-            Ok(c) => c,
-            Err(e) => {
-                pipeline.destroy(gpu);
-                return Err(e);
-            }
-        };
+        )?
+        .guard(gpu);
+        let linear = gpu::image::create_sampler(gpu, "composite linear", true, false, 0.0)?;
+        let linear = linear.guard(gpu);
+        let nearest = gpu::image::create_sampler(gpu, "composite nearest", false, false, 0.0)?;
         Ok(Self {
-            pipeline,
-            compute,
+            pipeline: pipeline.keep(),
+            compute: compute.keep(),
             format,
-            linear: gpu::image::create_sampler(gpu, "composite linear", true, false, 0.0)?,
-            nearest: gpu::image::create_sampler(gpu, "composite nearest", false, false, 0.0)?,
+            linear: linear.keep(),
+            nearest,
         })
     }
 
@@ -223,6 +222,12 @@ impl CompositePass {
             gpu.device.destroy_sampler(self.linear, None);
             gpu.device.destroy_sampler(self.nearest, None);
         }
+    }
+}
+
+impl Destroy for CompositePass {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
     }
 }
 

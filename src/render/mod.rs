@@ -23,7 +23,7 @@ use egui_ash_renderer::allocator::GpuAllocator;
 use crate::game::world::World;
 use crate::gpu::barrier::State;
 use crate::gpu::frame::{self, Frame};
-use crate::gpu::{self, Gpu, Image, ImageDesc};
+use crate::gpu::{self, Destroy as _, Gpu, Image, ImageDesc};
 use crate::upscale::{self, HostTimes, MlSettings, Pattern, Upscaler};
 use compare::{Compare, ComparePsnr, CompareSide};
 use composite::CompositePass;
@@ -181,29 +181,31 @@ impl Renderer {
         pattern: Pattern,
         ml: MlSettings,
     ) -> anyhow::Result<Self> {
-        let frames = (0..FRAMES_IN_FLIGHT)
-            .map(|i| Frame::new(gpu, i))
-            .collect::<gpu::Result<Vec<_>>>()?;
+        // Each part is guarded until the end: a failure (typically the upscaler refusing the
+        // model, after which the session starts bilinear instead) destroys what was made.
+        let frames = (0..FRAMES_IN_FLIGHT).map(|i| Frame::new(gpu, i));
+        let frames = gpu::guard::try_collect(gpu, frames)?.guard(gpu);
         let scene = ScenePass::new(gpu, world, textures, sizes.msaa, sizes.upscale_mip_bias())?;
-        let targets = scene.upscale_targets(gpu, sizes.render)?;
-        let output = output_image(gpu, sizes.output)?;
-        let composite = CompositePass::new(gpu, target_format)?;
-        let upscaler = upscale::create(gpu, pattern, &ml, &targets.color, &output)?;
-        let timeline = frame::timeline_semaphore(gpu, "frame timeline")?;
+        let scene = scene.guard(gpu);
+        let targets = scene.upscale_targets(gpu, sizes.render)?.guard(gpu);
+        let output = output_image(gpu, sizes.output)?.guard(gpu);
+        let composite = CompositePass::new(gpu, target_format)?.guard(gpu);
+        let upscaler = upscale::create(gpu, pattern, &ml, &targets.color, &output)?.guard(gpu);
+        let timeline = frame::timeline_semaphore(gpu, "frame timeline")?.guard(gpu);
         let (egui, egui_pool) = egui_renderer(gpu, target_format)?;
         Ok(Self {
-            frames,
+            frames: frames.keep(),
             slot_frame: [None; FRAMES_IN_FLIGHT],
             frame_number: 0,
-            scene,
-            targets,
-            output,
-            composite,
-            upscaler,
+            scene: scene.keep(),
+            targets: targets.keep(),
+            output: output.keep(),
+            composite: composite.keep(),
+            upscaler: upscaler.keep(),
             ml,
             compare: None,
             divider: 0.5,
-            timeline,
+            timeline: timeline.keep(),
             timeline_value: 0,
             egui,
             egui_pool,

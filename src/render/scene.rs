@@ -9,7 +9,7 @@ use crate::game::mesh::{Mesh, Vertex};
 use crate::game::world::{Draw, MeshId, World};
 use crate::gpu::barrier::{self, Transition};
 use crate::gpu::pipeline::{self, Binding, GraphicsDesc};
-use crate::gpu::{self, Buffer, Gpu, Image, Pipeline};
+use crate::gpu::{self, Buffer, Destroy, Gpu, Image, Pipeline};
 use crate::shader;
 
 pub use super::scene_targets::SceneTargets;
@@ -48,19 +48,22 @@ struct GpuMesh {
 
 impl GpuMesh {
     fn new(gpu: &Gpu, name: &str, mesh: &Mesh) -> gpu::Result<Self> {
+        let vertices = Buffer::with_data(
+            gpu,
+            &format!("{name} vertices"),
+            vk::BufferUsageFlags::VERTEX_BUFFER,
+            bytemuck::cast_slice(&mesh.vertices),
+        )?
+        .guard(gpu);
+        let indices = Buffer::with_data(
+            gpu,
+            &format!("{name} indices"),
+            vk::BufferUsageFlags::INDEX_BUFFER,
+            bytemuck::cast_slice(&mesh.indices),
+        )?;
         Ok(Self {
-            vertices: Buffer::with_data(
-                gpu,
-                &format!("{name} vertices"),
-                vk::BufferUsageFlags::VERTEX_BUFFER,
-                bytemuck::cast_slice(&mesh.vertices),
-            )?,
-            indices: Buffer::with_data(
-                gpu,
-                &format!("{name} indices"),
-                vk::BufferUsageFlags::INDEX_BUFFER,
-                bytemuck::cast_slice(&mesh.indices),
-            )?,
+            vertices: vertices.keep(),
+            indices,
             index_count: mesh.indices.len() as u32,
         })
     }
@@ -68,6 +71,12 @@ impl GpuMesh {
     fn destroy(self, gpu: &Gpu) {
         self.vertices.destroy(gpu);
         self.indices.destroy(gpu);
+    }
+}
+
+impl Destroy for GpuMesh {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
     }
 }
 
@@ -110,7 +119,8 @@ fn create_pipelines(gpu: &Gpu, samples: vk::SampleCountFlags) -> gpu::Result<(Pi
             samples,
             fragment_spec,
         },
-    )?;
+    )?
+    .guard(gpu);
     let attributes = vertex_attributes();
     let meshes_pipeline = pipeline::graphics(
         gpu,
@@ -129,22 +139,23 @@ fn create_pipelines(gpu: &Gpu, samples: vk::SampleCountFlags) -> gpu::Result<(Pi
             fragment_spec,
         },
     )?;
-    Ok((sky, meshes_pipeline))
+    Ok((sky.keep(), meshes_pipeline))
 }
 
 /// The world's three meshes in device memory, once at start-up.
 fn upload_meshes(gpu: &Gpu, world: &World) -> gpu::Result<Vec<(MeshId, GpuMesh)>> {
-    Ok(vec![
-        (
-            MeshId::Static,
-            GpuMesh::new(gpu, "static world", &world.static_mesh)?,
-        ),
-        (MeshId::Orb, GpuMesh::new(gpu, "orb", &world.orb_mesh)?),
-        (
-            MeshId::Wheel,
-            GpuMesh::new(gpu, "wheel", &world.wheel_mesh)?,
-        ),
-    ])
+    let meshes = [
+        (MeshId::Static, "static world", &world.static_mesh),
+        (MeshId::Orb, "orb", &world.orb_mesh),
+        (MeshId::Wheel, "wheel", &world.wheel_mesh),
+    ];
+    let made = gpu::guard::try_collect(
+        gpu,
+        meshes
+            .iter()
+            .map(|&(_, name, mesh)| GpuMesh::new(gpu, name, mesh)),
+    )?;
+    Ok(meshes.iter().map(|m| m.0).zip(made).collect())
 }
 
 impl ScenePass {
@@ -158,11 +169,12 @@ impl ScenePass {
         upscale_mip_bias: f32,
     ) -> gpu::Result<Self> {
         let samples = gpu::image::sample_count(msaa);
-        let (sky, meshes_pipeline) = create_pipelines(gpu, samples)?;
-        let textures = upload_texture_array(gpu, layers)?;
+        let pipelines = create_pipelines(gpu, samples)?.guard(gpu);
+        let textures = upload_texture_array(gpu, layers)?.guard(gpu);
         let max_lod = textures.desc.mip_levels as f32;
         let sampler =
-            gpu::image::create_sampler(gpu, "scene texture sampler", true, true, max_lod)?;
+            gpu::image::create_sampler(gpu, "scene texture sampler", true, true, max_lod)?
+                .guard(gpu);
         let upscale_sampler = if upscale_mip_bias != 0.0 {
             Some(gpu::image::create_sampler_with_bias(
                 gpu,
@@ -174,15 +186,17 @@ impl ScenePass {
             )?)
         } else {
             None
-        };
+        }
+        .guard(gpu);
         let meshes = upload_meshes(gpu, world)?;
+        let (sky, meshes_pipeline) = pipelines.keep();
         Ok(Self {
             samples,
             sky,
             meshes_pipeline,
-            textures,
-            sampler,
-            upscale_sampler,
+            textures: textures.keep(),
+            sampler: sampler.keep(),
+            upscale_sampler: upscale_sampler.keep(),
             meshes,
             draws: Vec::with_capacity(64),
         })
@@ -474,4 +488,10 @@ pub unsafe fn set_viewport_rect(device: &ash::Device, cmd: vk::CommandBuffer, re
     };
     device.cmd_set_viewport(cmd, 0, &[viewport]);
     device.cmd_set_scissor(cmd, 0, &[rect]);
+}
+
+impl Destroy for ScenePass {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
+    }
 }

@@ -6,7 +6,7 @@
 use ash::vk;
 
 use super::scene::{COLOR_FORMAT, DEPTH_FORMAT, MSAA_COLOR_FORMAT};
-use crate::gpu::{self, Gpu, Image, ImageDesc};
+use crate::gpu::{self, Destroy, Gpu, Image, ImageDesc};
 
 /// The multisampled colour attachment and where it resolves to.
 pub(super) struct Multisampled {
@@ -52,7 +52,7 @@ impl SceneTargets {
         if msaa {
             color_desc.view_formats = &[MSAA_COLOR_FORMAT];
         }
-        let color = Image::new(gpu, "scene colour (render size)", color_desc)?;
+        let color = Image::new(gpu, "scene colour (render size)", color_desc)?.guard(gpu);
         let mut depth_desc = ImageDesc::new_2d(
             size,
             DEPTH_FORMAT,
@@ -62,29 +62,17 @@ impl SceneTargets {
             depth_desc.samples = samples;
             depth_desc.usage |= vk::ImageUsageFlags::TRANSIENT_ATTACHMENT;
         }
-        let depth = match Image::new(gpu, "scene depth", depth_desc) {
-            Ok(d) => d,
-            Err(e) => {
-                color.destroy(gpu);
-                return Err(e);
-            }
+        let depth = Image::new(gpu, "scene depth", depth_desc)?.guard(gpu);
+        let multisampled = match msaa {
+            true => Some(Multisampled::new(gpu, &color, samples)?),
+            false => None,
         };
-        let mut targets = Self {
-            color,
-            depth,
-            multisampled: None,
+        Ok(Self {
+            color: color.keep(),
+            depth: depth.keep(),
+            multisampled,
             mip_biased: false,
-        };
-        if msaa {
-            match Multisampled::new(gpu, &targets.color, samples) {
-                Ok(m) => targets.multisampled = Some(m),
-                Err(e) => {
-                    targets.destroy(gpu);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(targets)
+        })
     }
 
     /// Samples per pixel of the attachments the pass draws into.
@@ -110,22 +98,22 @@ impl Multisampled {
             vk::ImageUsageFlags::COLOR_ATTACHMENT | vk::ImageUsageFlags::TRANSIENT_ATTACHMENT,
         );
         desc.samples = samples;
-        let color = Image::new(gpu, "scene colour (multisampled)", desc)?;
-        let resolve_view = match resolve.format_view(
+        let color = Image::new(gpu, "scene colour (multisampled)", desc)?.guard(gpu);
+        let resolve_view = resolve.format_view(
             gpu,
             "scene colour (sRGB resolve view)",
             MSAA_COLOR_FORMAT,
             vk::ImageUsageFlags::COLOR_ATTACHMENT,
-        ) {
-            Ok(v) => v,
-            Err(e) => {
-                color.destroy(gpu);
-                return Err(e);
-            }
-        };
+        )?;
         Ok(Self {
-            color,
+            color: color.keep(),
             resolve_view,
         })
+    }
+}
+
+impl Destroy for SceneTargets {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
     }
 }

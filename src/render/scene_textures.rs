@@ -4,7 +4,7 @@
 use ash::vk;
 
 use crate::gpu::barrier;
-use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc};
+use crate::gpu::{self, Buffer, Destroy as _, Gpu, Image, ImageDesc};
 
 /// Uploads the texture layers into one mipmapped array image (load time only).
 pub(super) fn upload_texture_array(gpu: &Gpu, layers: &[image::RgbaImage]) -> gpu::Result<Image> {
@@ -23,7 +23,7 @@ pub(super) fn upload_texture_array(gpu: &Gpu, layers: &[image::RgbaImage]) -> gp
     );
     desc.mip_levels = mip_levels;
     desc.layers = layers.len() as u32;
-    let image = Image::new(gpu, "scene textures", desc)?;
+    let image = Image::new(gpu, "scene textures", desc)?.guard(gpu);
     let bytes: Vec<u8> = layers
         .iter()
         .flat_map(|l| l.as_raw().iter().copied())
@@ -33,11 +33,11 @@ pub(super) fn upload_texture_array(gpu: &Gpu, layers: &[image::RgbaImage]) -> gp
         "texture staging",
         vk::BufferUsageFlags::TRANSFER_SRC,
         &bytes,
-    )?;
-    let result = gpu.one_shot(|cmd| unsafe { record_texture_upload(gpu, cmd, &image, &staging) });
-    staging.destroy(gpu);
-    result?;
-    Ok(image)
+    )?
+    .guard(gpu);
+    // `one_shot` waits for the upload, so on failure both can be destroyed at once.
+    gpu.one_shot(|cmd| unsafe { record_texture_upload(gpu, cmd, &image, &staging) })?;
+    Ok(image.keep())
 }
 
 /// Copies mip 0 of every layer, then builds the mip chain with linear blits; leaves every level

@@ -195,6 +195,12 @@ pub trait Upscaler {
     fn destroy(self: Box<Self>, gpu: &Gpu);
 }
 
+impl gpu::Destroy for Box<dyn Upscaler> {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
+    }
+}
+
 /// What the ML patterns load: from `config.toml` (`upscale.model`, `[onnxruntime]`).
 #[derive(Clone, Debug)]
 pub struct MlSettings {

@@ -49,3 +49,17 @@ pub fn image_diff(a: &image::RgbImage, b: &image::RgbImage, far: u8) -> (f64, f6
     let n = a.as_raw().len() as f64;
     (sum as f64 / n, far_count as f64 / n)
 }
+
+/// The run's teardown (after the device was destroyed) left nothing: no leaked allocation, no
+/// validation error (`vkDestroyDevice` with live objects, ...). Read from the summary rewritten
+/// after teardown.
+pub fn assert_clean_teardown(summary: &upscale_demo::app::summary::Summary) {
+    let t = summary
+        .teardown
+        .expect("the summary is rewritten after teardown");
+    assert_eq!(
+        (t.leaked_allocations, t.validation_errors),
+        (0, 0),
+        "teardown left leaked allocations / validation errors: see the log above"
+    );
+}

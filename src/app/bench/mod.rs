@@ -235,6 +235,7 @@ fn new_report(config: &Config, args: &BenchArgs) -> BenchReport {
         unavailable: Vec::new(),
         reference: None,
         validation_errors: 0,
+        teardown: Default::default(),
         elapsed_s: 0.0,
         complete: false,
     }
@@ -340,6 +341,9 @@ impl Bench<'_> {
             native.push((f, source.render_view(camera, time)?.finish().hr));
         }
         self.count_gpu(&source.gpu);
+        let watch = source.gpu.teardown_watch();
+        drop(source);
+        self.count_teardown(&watch);
         Ok(native)
     }
 
@@ -352,6 +356,14 @@ impl Bench<'_> {
             driver: gpu.info.driver.clone(),
             api_version: gpu.info.api_version.clone(),
         });
+    }
+
+    /// Adds what a device's teardown left (call once its `Gpu` is dropped).
+    fn count_teardown(&mut self, watch: &crate::gpu::TeardownWatch) {
+        let Some(t) = watch.report() else { return };
+        self.report.validation_errors += t.validation_errors;
+        self.report.teardown.validation_errors += t.validation_errors;
+        self.report.teardown.leaked_allocations += t.leaked_allocations;
     }
 
     /// One session for `model` at `res`, running `patterns` in turn.
@@ -373,6 +385,9 @@ impl Bench<'_> {
         let waited = s.renderer.wait_all(&s.gpu);
         target.destroy(&s.gpu);
         self.count_gpu(&s.gpu);
+        let watch = s.gpu.teardown_watch();
+        drop(s);
+        self.count_teardown(&watch);
         ran.and(waited)
     }
 

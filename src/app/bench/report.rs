@@ -224,8 +224,11 @@ pub struct BenchReport {
     pub runs: Vec<RunReport>,
     pub unavailable: Vec<Unavailable>,
     pub reference: Option<ReferenceReport>,
-    /// Validation errors over every Vulkan device the bench created.
+    /// Validation errors over every Vulkan device the bench created, teardown included.
     pub validation_errors: u32,
+    /// What the teardown of those devices left, summed (leaked allocations, validation errors
+    /// raised while destroying them).
+    pub teardown: crate::gpu::Teardown,
     pub elapsed_s: f64,
     /// False while the bench is still running (the files are rewritten after every run).
     pub complete: bool,
