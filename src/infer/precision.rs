@@ -37,14 +37,6 @@ impl Precision {
         }
     }
 
-    /// The build variant of a shader with a `variants: FP16` directive ("" for fp32).
-    pub fn variant(self) -> &'static str {
-        match self {
-            Precision::Fp32 => "",
-            Precision::Fp16 => "fp16",
-        }
-    }
-
     /// Host values as this type's bytes (round to nearest even for fp16), for uploads.
     pub fn encode(self, data: &[f32]) -> Vec<u8> {
         match self {
