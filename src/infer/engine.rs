@@ -497,3 +497,9 @@ unsafe fn timed(
         None => f(),
     }
 }
+
+impl crate::gpu::guard::Destroy for Engine {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
+    }
+}

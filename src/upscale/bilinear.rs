@@ -4,6 +4,7 @@
 use ash::vk;
 
 use super::{FrameIo, Pattern, Upscaler};
+use crate::gpu::guard::Destroy;
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::{self, Gpu, Pipeline};
 use crate::shader;
@@ -24,9 +25,13 @@ impl Bilinear {
                 vk::DescriptorType::STORAGE_IMAGE,
             ],
             0,
-        )?;
+        )?
+        .guard(gpu);
         let sampler = gpu::image::create_sampler(gpu, "bilinear sampler", true, false, 0.0)?;
-        Ok(Self { pipeline, sampler })
+        Ok(Self {
+            pipeline: pipeline.keep(),
+            sampler,
+        })
     }
 }
 

@@ -14,6 +14,7 @@ use std::path::Path;
 use ash::vk;
 
 use super::{FrameIo, MlSettings, Pattern, Upscaler};
+use crate::gpu::guard::Destroy;
 use crate::gpu::{self, Gpu, Image};
 use crate::infer::ops::{compute_barrier, FrameImages};
 use crate::infer::plan::choose_coopmat;
@@ -82,18 +83,14 @@ impl InStream {
         for line in plan.report() {
             tracing::info!("in-stream plan: {line}");
         }
-        let engine = Engine::new(gpu, plan)?;
-        match gpu::image::create_sampler(gpu, "in-stream input sampler", false, false, 0.0) {
-            Ok(sampler) => Ok(Self {
-                engine,
-                sampler,
-                fallback,
-            }),
-            Err(e) => {
-                engine.destroy(gpu);
-                Err(e.into())
-            }
-        }
+        let engine = Engine::new(gpu, plan)?.guard(gpu);
+        let sampler =
+            gpu::image::create_sampler(gpu, "in-stream input sampler", false, false, 0.0)?;
+        Ok(Self {
+            engine: engine.keep(),
+            sampler,
+            fallback,
+        })
     }
 }
 
