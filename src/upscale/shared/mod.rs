@@ -39,6 +39,7 @@ use anyhow::Context as _;
 
 use super::{FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier;
+use crate::gpu::guard::Destroy;
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::{self, Gpu, Image, Pipeline};
 use crate::shader;
@@ -154,6 +155,7 @@ fn make_domain(
 impl SharedMemory {
     pub fn new(gpu: &Gpu, ml: &MlSettings, input: &Image, output: &Image) -> anyhow::Result<Self> {
         let (domain, cuda_note) = make_domain(gpu, ml, input.extent(), output.extent())?;
+        let domain = domain.guard(gpu);
         let to_tensor = pipeline::compute(
             gpu,
             "image_to_tensor",
@@ -163,7 +165,8 @@ impl SharedMemory {
                 vk::DescriptorType::STORAGE_BUFFER,
             ],
             0,
-        )?;
+        )?
+        .guard(gpu);
         let from_tensor = pipeline::compute(
             gpu,
             "tensor_to_image",
@@ -173,13 +176,14 @@ impl SharedMemory {
                 vk::DescriptorType::STORAGE_IMAGE,
             ],
             0,
-        )?;
+        )?
+        .guard(gpu);
         let sampler =
             gpu::image::create_sampler(gpu, "image_to_tensor sampler", false, false, 0.0)?;
         Ok(Self {
-            domain,
-            to_tensor,
-            from_tensor,
+            domain: domain.keep(),
+            to_tensor: to_tensor.keep(),
+            from_tensor: from_tensor.keep(),
             sampler,
             cuda_note,
         })
@@ -307,6 +311,12 @@ impl Upscaler for SharedMemory {
         self.to_tensor.destroy(gpu);
         self.from_tensor.destroy(gpu);
         unsafe { gpu.device.destroy_sampler(self.sampler, None) };
+    }
+}
+
+impl Destroy for Box<dyn Domain> {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
     }
 }
 
