@@ -436,7 +436,8 @@ impl Running {
                     ),
                     _ => format!("{} output, without the overlay", s.renderer.pattern()),
                 };
-                s.notice = Some(save_screenshot(&path, &buffer, swapchain, &what));
+                let line = save_screenshot(&path, &buffer, swapchain, &what);
+                s.tell(Some(line));
                 self.screenshot = false;
             }
             buffer.destroy(&s.gpu);
