@@ -2,7 +2,6 @@
 //! device, and the pattern selector; plus the game's HUD (score and timer).
 
 use egui::{Color32, RichText};
-use egui_plot::{Line, Plot, PlotPoints};
 
 use super::compare::{ComparePsnr, CompareSide};
 use super::stats::Stats;
@@ -11,6 +10,7 @@ use crate::gpu::DeviceInfo;
 use crate::infer::{Precision, PrecisionChoice};
 use crate::upscale::Pattern;
 
+mod frame_plot;
 mod panel;
 
 /// The game state the HUD shows.
@@ -165,7 +165,7 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
             ui.weak(measuring_note(measured));
         }
     }
-    frame_plot(ui, stats);
+    frame_plot::show(ui, stats);
     stage_table(ui, stats);
     clock_notes(ui, stats, model.split);
     ui.small(format!(
@@ -173,23 +173,6 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
         human_bytes(model.host_copy_bytes),
         human_bytes(model.bus_bytes)
     ));
-}
-
-/// Start-to-start frame times of the recent frames.
-fn frame_plot(ui: &mut egui::Ui, stats: &Stats) {
-    let points: PlotPoints = stats
-        .records()
-        .enumerate()
-        .filter_map(|(i, r)| r.frame_ms.map(|ms| [i as f64, ms]))
-        .collect();
-    Plot::new("frame time")
-        .height(70.0)
-        .show_axes([false, true])
-        .allow_drag(false)
-        .allow_zoom(false)
-        .allow_scroll(false)
-        .include_y(0.0)
-        .show(ui, |plot| plot.line(Line::new("frame ms", points)));
 }
 
 /// p50/p99 per stage in frame order (sub-stages indented), the in-stream layers folded away.
