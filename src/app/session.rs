@@ -348,6 +348,12 @@ impl Session {
                 divider: self.renderer.divider(),
                 psnr: self.renderer.compare_psnr(),
             }),
+            pacing: self.pacing_line(),
+            fps_cap: if self.surface.is_some() {
+                self.config.window.fps_cap
+            } else {
+                0.0
+            },
         };
         match overlay::draw(ctx, show, &model) {
             Some(Action::SwitchPattern(p)) => self.switch(p),
@@ -362,6 +368,26 @@ impl Session {
                 let _ = self.switch_precision(p);
             }
             None => {}
+        }
+    }
+
+    /// The present mode running and the frame cap, as the overlay says them; offscreen runs
+    /// present nothing and render as fast as they can.
+    fn pacing_line(&self) -> String {
+        let Some(swapchain) = self.surface.as_ref().and_then(|s| s.swapchain.as_ref()) else {
+            return "offscreen: no present mode, no fps cap".into();
+        };
+        let cap = match self.config.window.fps_cap {
+            0.0 => "off".to_string(),
+            fps => format!("{fps} FPS"),
+        };
+        let line = format!(
+            "present {} · fps cap {cap} (window.present_mode, window.fps_cap)",
+            swapchain.present_mode.name()
+        );
+        match &swapchain.present_fallback {
+            Some(why) => format!("{line}; {why}"),
+            None => line,
         }
     }
 
@@ -381,7 +407,7 @@ impl Session {
             &surface.loader,
             surface.raw,
             extent,
-            self.config.window.vsync,
+            self.config.present_mode(),
             old.as_ref(),
         );
         if let Some(old) = old {
@@ -504,7 +530,7 @@ fn create_gpu(
         width: size.width.max(1),
         height: size.height.max(1),
     };
-    let swapchain = Swapchain::new(&gpu, &loader, raw, extent, config.window.vsync, None)?;
+    let swapchain = Swapchain::new(&gpu, &loader, raw, extent, config.present_mode(), None)?;
     Ok((
         gpu,
         Some(Surface {

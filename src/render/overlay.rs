@@ -54,6 +54,11 @@ pub struct OverlayModel<'a> {
     pub compare_sides: Vec<(CompareSide, Result<(), String>)>,
     /// The compare view while it is on.
     pub compare: Option<CompareView>,
+    /// How frames reach the screen and the frame cap (`present fifo · fps cap off`), with the
+    /// reason where the present mode asked for is not the one running.
+    pub pacing: String,
+    /// `window.fps_cap` (0: none); the frame-time graph draws its interval.
+    pub fps_cap: f64,
 }
 
 /// The compare view's state as the overlay shows it.
@@ -165,7 +170,9 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
             ui.weak(measuring_note(measured));
         }
     }
-    frame_plot::show(ui, stats);
+    let cap_ms = (model.fps_cap > 0.0).then(|| 1000.0 / model.fps_cap);
+    frame_plot::show(ui, stats, cap_ms);
+    ui.small(&model.pacing);
     stage_table(ui, stats);
     clock_notes(ui, stats, model.split);
     ui.small(format!(

@@ -4,7 +4,7 @@
 //! round labels (0, half, top) and is as wide as the widest of them.
 
 use egui::Color32;
-use egui_plot::{GridMark, Line, Plot, PlotPoints};
+use egui_plot::{GridMark, HLine, Line, LineStyle, Plot, PlotPoints};
 
 use crate::render::stats::{percentiles, Stats};
 
@@ -22,16 +22,17 @@ pub struct Scale {
 }
 
 /// The scale for these frame times: up to the slowest frame, but no higher than the round
-/// number at or above `OVER_P95` times the 95th percentile.
-pub fn scale(ms: &[f64]) -> Scale {
+/// number at or above `OVER_P95` times the 95th percentile; and up to the frame cap's line
+/// (`cap_ms`) where there is one.
+pub fn scale(ms: &[f64], cap_ms: Option<f64>) -> Scale {
     let Some(p) = percentiles(ms.to_vec()) else {
         return Scale {
-            top: 1.0,
+            top: round_up(cap_ms.unwrap_or(1.0)),
             clipped: None,
         };
     };
     let max = ms.iter().copied().fold(0.0, f64::max);
-    let top = round_up(max.min(p.p95_ms * OVER_P95));
+    let top = round_up(max.min(p.p95_ms * OVER_P95).max(cap_ms.unwrap_or(0.0)));
     Scale {
         top,
         clipped: (max > top).then_some(max),
@@ -64,15 +65,16 @@ pub fn label(ms: f64) -> String {
     }
 }
 
-/// Start-to-start frame times of the kept frames, in ms.
-pub fn show(ui: &mut egui::Ui, stats: &Stats) {
+/// Start-to-start frame times of the kept frames, in ms, and the frame cap's interval (`cap_ms`)
+/// as a dashed line.
+pub fn show(ui: &mut egui::Ui, stats: &Stats, cap_ms: Option<f64>) {
     let ms: Vec<(usize, f64)> = stats
         .records()
         .enumerate()
         .filter_map(|(i, r)| r.frame_ms.map(|ms| (i, ms)))
         .collect();
     let values: Vec<f64> = ms.iter().map(|p| p.1).collect();
-    let scale = scale(&values);
+    let scale = scale(&values, cap_ms);
     let top = scale.top;
     let points: PlotPoints = ms.iter().map(|&(i, v)| [i as f64, v.min(top)]).collect();
     let labels = [0.0, top / 2.0, top].map(label);
@@ -107,15 +109,26 @@ pub fn show(ui: &mut egui::Ui, stats: &Stats) {
             // Room above and below so that the top and bottom labels are not cut in half.
             plot.set_plot_bounds_y(-0.08 * top..=1.1 * top);
             plot.line(Line::new("frame ms", points));
+            if let Some(cap) = cap_ms {
+                plot.hline(
+                    HLine::new("fps cap", cap)
+                        .color(Color32::from_rgb(120, 170, 255))
+                        .style(LineStyle::dashed_loose()),
+                );
+            }
         });
-    match scale.clipped {
-        Some(max) => ui.small(format!(
-            "frame time, ms; clipped at {} (p95 × {OVER_P95}): slowest {}",
+    let mut caption = "frame time, ms".to_string();
+    if let Some(cap) = cap_ms {
+        caption += &format!("; dashed: the cap, {}", label(cap));
+    }
+    if let Some(max) = scale.clipped {
+        caption += &format!(
+            "; clipped at {} (p95 × {OVER_P95}): slowest {}",
             label(top),
             label(max)
-        )),
-        None => ui.small("frame time, ms"),
-    };
+        );
+    }
+    ui.small(caption);
 }
 
 #[cfg(test)]
@@ -126,7 +139,7 @@ mod tests {
     fn the_scale_is_round_and_a_lone_slow_frame_does_not_set_it() {
         let steady = vec![16.0; 600];
         assert_eq!(
-            scale(&steady),
+            scale(&steady, None),
             Scale {
                 top: 20.0,
                 clipped: None
@@ -135,7 +148,7 @@ mod tests {
         let mut spike = steady.clone();
         spike[300] = 15_000.0;
         assert_eq!(
-            scale(&spike),
+            scale(&spike, None),
             Scale {
                 top: 40.0,
                 clipped: Some(15_000.0)
@@ -144,11 +157,14 @@ mod tests {
         // Right after start-up: 20 frames, one of them slow.
         let mut few = vec![30.0; 20];
         few[0] = 2_500.0;
-        assert_eq!(scale(&few).top, 60.0);
+        assert_eq!(scale(&few, None).top, 60.0);
         // A software rasteriser's ML pattern: every frame ~2.4 s.
-        assert_eq!(scale(&[2400.0, 2450.0, 2380.0]).top, 4000.0);
-        assert_eq!(scale(&[]).top, 1.0);
-        assert_eq!(scale(&[0.0, 0.0]).top, 1.0);
+        assert_eq!(scale(&[2400.0, 2450.0, 2380.0], None).top, 4000.0);
+        assert_eq!(scale(&[], None).top, 1.0);
+        assert_eq!(scale(&[0.0, 0.0], None).top, 1.0);
+        // A 60 FPS cap: its line (16.7 ms) is inside the scale even while frames are faster.
+        assert_eq!(scale(&[5.0; 100], Some(1000.0 / 60.0)).top, 20.0);
+        assert_eq!(scale(&[], Some(1000.0 / 60.0)).top, 20.0);
     }
 
     #[test]
