@@ -82,7 +82,7 @@ pub enum Action {
 }
 
 pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Option<Action> {
-    draw_hud(ctx, &model.hud);
+    draw_hud(ctx, &model.hud, show_overlay);
     if let Some(view) = &model.compare {
         draw_divider(ctx, model, view);
     }
@@ -463,9 +463,18 @@ fn precision_picker(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Precision
     picked
 }
 
-fn draw_hud(ctx: &egui::Context, hud: &Hud) {
+/// Below this window width (points) the HUD moves from the top centre to the top right while
+/// the panel is shown, which would otherwise cover its left half.
+const HUD_BESIDE_PANEL_BELOW: f32 = 900.0;
+
+fn draw_hud(ctx: &egui::Context, hud: &Hud, panel_shown: bool) {
+    let (align, offset) = if panel_shown && ctx.content_rect().width() < HUD_BESIDE_PANEL_BELOW {
+        (egui::Align2::RIGHT_TOP, [-10.0, 10.0])
+    } else {
+        (egui::Align2::CENTER_TOP, [0.0, 10.0])
+    };
     egui::Area::new(egui::Id::new("hud"))
-        .anchor(egui::Align2::CENTER_TOP, [0.0, 10.0])
+        .anchor(align, offset)
         .interactable(false)
         .show(ctx, |ui| {
             let text = match hud.finished {
