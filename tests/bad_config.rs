@@ -79,6 +79,16 @@ fn each_kind_of_bad_config_stops_with_its_message() {
             "[upscale]\nshared_domain = \"gpu\"",
             "upscale.shared_domain = \"gpu\": one of: auto, host, cuda",
         ),
+        (
+            "present_mode",
+            "[window]\npresent_mode = \"vsync\"",
+            "window.present_mode = \"vsync\": one of: fifo, mailbox, immediate",
+        ),
+        (
+            "fps_cap",
+            "[window]\nfps_cap = -30",
+            "window.fps_cap = -30: must be 0 (no cap) or frames per second up to 1000",
+        ),
     ];
     for (name, text, expected) in cases {
         let (stderr, file) = run_with(name, text, &[]);

@@ -7,6 +7,7 @@ pub mod dataset;
 pub mod frames;
 pub mod headless;
 pub mod models;
+pub mod pacing;
 pub mod paths;
 pub mod quality;
 pub mod run_model;

@@ -48,8 +48,10 @@ pub struct Session {
     model_index: usize,
     /// The model last asked for (refused or not), where the M key continues.
     model_cursor: usize,
-    /// The last problem to show the player (a pattern that failed to start, ...).
+    /// The last thing to tell the player (a pattern that failed to start, a screenshot saved):
+    /// set with [`Session::tell`], which starts its fade in the overlay again.
     pub notice: Option<String>,
+    notice_serial: u64,
     pub switches: SwitchCounts,
     /// Declared last: dropped after everything above was destroyed in `Drop`.
     pub gpu: Gpu,
@@ -120,9 +122,16 @@ impl Session {
             model_index: started.model_index,
             model_cursor: started.model_index,
             notice: started.notice,
+            notice_serial: 0,
             switches: SwitchCounts::default(),
             gpu,
         })
+    }
+
+    /// Puts `notice` in the overlay (None: clears it); said again, the same text shows again.
+    pub fn tell(&mut self, notice: Option<String>) {
+        self.notice_serial += 1;
+        self.notice = notice;
     }
 
     pub fn patterns(&self) -> &[(Pattern, Result<(), String>)] {
@@ -150,12 +159,12 @@ impl Session {
         match self.renderer.switch_pattern(&self.gpu, pattern) {
             Ok(()) => {
                 self.switches.patterns += 1;
-                self.notice = None;
+                self.tell(None);
             }
             Err(e) => {
                 tracing::warn!("cannot switch to {pattern}: {e:#}");
                 self.switches.patterns_refused += 1;
-                self.notice = Some(format!("{pattern}: {e:#}"));
+                self.tell(Some(format!("{pattern}: {e:#}")));
             }
         }
     }
@@ -166,7 +175,7 @@ impl Session {
         // Success leaves the notice alone: it may be about something else (a refused model).
         if let Err(e) = self.renderer.set_compare(&self.gpu, side) {
             tracing::warn!("compare view: {e:#}");
-            self.notice = Some(format!("compare view: {e:#}"));
+            self.tell(Some(format!("compare view: {e:#}")));
         }
     }
 
@@ -214,12 +223,12 @@ impl Session {
         match &result {
             Ok(()) => {
                 self.switches.models += 1;
-                self.notice = None;
+                self.tell(None);
             }
             Err(why) => {
                 tracing::warn!("model switch refused: {why}");
                 self.switches.models_refused += 1;
-                self.notice = Some(why.clone());
+                self.tell(Some(why.clone()));
             }
         }
         result
@@ -278,11 +287,11 @@ impl Session {
             Ok(()) => {
                 tracing::info!("precision: {}", choice.name());
                 self.config = config;
-                self.notice = None;
+                self.tell(None);
             }
             Err(why) => {
                 tracing::warn!("{why}");
-                self.notice = Some(why.clone());
+                self.tell(Some(why.clone()));
             }
         }
         result
@@ -321,6 +330,7 @@ impl Session {
             pattern_note: self.renderer.describe(),
             split: self.renderer.split(),
             notice: self.notice.as_deref(),
+            notice_serial: self.notice_serial,
             hud: Hud {
                 score: self.world.score,
                 total: self.world.orb_count,
@@ -338,6 +348,12 @@ impl Session {
                 divider: self.renderer.divider(),
                 psnr: self.renderer.compare_psnr(),
             }),
+            pacing: self.pacing_line(),
+            fps_cap: if self.surface.is_some() {
+                self.config.window.fps_cap
+            } else {
+                0.0
+            },
         };
         match overlay::draw(ctx, show, &model) {
             Some(Action::SwitchPattern(p)) => self.switch(p),
@@ -352,6 +368,26 @@ impl Session {
                 let _ = self.switch_precision(p);
             }
             None => {}
+        }
+    }
+
+    /// The present mode running and the frame cap, as the overlay says them; offscreen runs
+    /// present nothing and render as fast as they can.
+    fn pacing_line(&self) -> String {
+        let Some(swapchain) = self.surface.as_ref().and_then(|s| s.swapchain.as_ref()) else {
+            return "offscreen: no present mode, no fps cap".into();
+        };
+        let cap = match self.config.window.fps_cap {
+            0.0 => "off".to_string(),
+            fps => format!("{fps} FPS"),
+        };
+        let line = format!(
+            "present {} · fps cap {cap} (window.present_mode, window.fps_cap)",
+            swapchain.present_mode.name()
+        );
+        match &swapchain.present_fallback {
+            Some(why) => format!("{line}; {why}"),
+            None => line,
         }
     }
 
@@ -371,7 +407,7 @@ impl Session {
             &surface.loader,
             surface.raw,
             extent,
-            self.config.window.vsync,
+            self.config.present_mode(),
             old.as_ref(),
         );
         if let Some(old) = old {
@@ -494,7 +530,7 @@ fn create_gpu(
         width: size.width.max(1),
         height: size.height.max(1),
     };
-    let swapchain = Swapchain::new(&gpu, &loader, raw, extent, config.window.vsync, None)?;
+    let swapchain = Swapchain::new(&gpu, &loader, raw, extent, config.present_mode(), None)?;
     Ok((
         gpu,
         Some(Surface {

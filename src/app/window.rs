@@ -7,12 +7,13 @@ use std::time::Instant;
 use ash::vk;
 use winit::application::ApplicationHandler;
 use winit::event::{ElementState, MouseButton, WindowEvent};
-use winit::event_loop::{ActiveEventLoop, EventLoop};
+use winit::event_loop::{ActiveEventLoop, ControlFlow, EventLoop};
 use winit::keyboard::{KeyCode, PhysicalKey};
 use winit::window::{Window, WindowId};
 
 use super::capture;
 use super::config::Config;
+use super::pacing::Pacer;
 use super::session::Session;
 use super::summary::Summary;
 use crate::game::world::Input;
@@ -78,6 +79,8 @@ struct Running {
     minimized: bool,
     screenshot: bool,
     last_update: Instant,
+    /// Frame start times under `window.fps_cap`; None without a cap.
+    pacer: Option<Pacer>,
     window: Arc<Window>,
 }
 
@@ -156,9 +159,18 @@ impl ApplicationHandler for App {
         }
     }
 
-    fn about_to_wait(&mut self, _event_loop: &ActiveEventLoop) {
-        if let Some(r) = self.running.as_ref().filter(|_| !self.destroyed) {
-            r.window.request_redraw();
+    fn about_to_wait(&mut self, event_loop: &ActiveEventLoop) {
+        let Some(r) = self.running.as_ref().filter(|_| !self.destroyed) else {
+            return;
+        };
+        match r.pacer.as_ref().and_then(|p| p.wait(Instant::now())) {
+            // `window.fps_cap`: sleep in the event loop (input is still handled) until the
+            // next frame's start time, rather than spinning.
+            Some(deadline) => event_loop.set_control_flow(ControlFlow::WaitUntil(deadline)),
+            None => {
+                event_loop.set_control_flow(ControlFlow::Wait);
+                r.window.request_redraw();
+            }
         }
     }
 
@@ -260,6 +272,7 @@ impl Running {
             minimized: false,
             screenshot: false,
             last_update: Instant::now(),
+            pacer: Pacer::new(config.window.fps_cap),
             window,
         })
     }
@@ -359,6 +372,9 @@ impl Running {
         let now = Instant::now();
         let dt = (now - self.last_update).as_secs_f32().min(0.1);
         self.last_update = now;
+        if let Some(pacer) = &mut self.pacer {
+            pacer.started(now);
+        }
         if self.minimized {
             return Ok(());
         }
@@ -464,7 +480,8 @@ impl Running {
                     ),
                     _ => format!("{} output, without the overlay", s.renderer.pattern()),
                 };
-                s.notice = Some(save_screenshot(&path, &buffer, swapchain, &what));
+                let line = save_screenshot(&path, &buffer, swapchain, &what);
+                s.tell(Some(line));
                 self.screenshot = false;
             }
             buffer.destroy(&s.gpu);

@@ -14,6 +14,44 @@ pub struct Swapchain {
     /// One per swapchain image: signalled by the frame's last submission that wrote the image,
     /// waited on by `vkQueuePresentKHR` for that image.
     pub present_ready: Vec<vk::Semaphore>,
+    /// The mode presenting runs in, and why it is not the one asked for (if it is not).
+    pub present_mode: PresentMode,
+    pub present_fallback: Option<String>,
+}
+
+/// How presented images reach the screen (`window.present_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PresentMode {
+    /// Wait for vertical blank, never drop a frame (vsync; every surface has it).
+    Fifo,
+    /// Replace the queued image at each present: no tearing, no wait.
+    Mailbox,
+    /// Show at once: may tear.
+    Immediate,
+}
+
+impl PresentMode {
+    pub const ALL: [PresentMode; 3] = [Self::Fifo, Self::Mailbox, Self::Immediate];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fifo => "fifo",
+            Self::Mailbox => "mailbox",
+            Self::Immediate => "immediate",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    fn raw(self) -> vk::PresentModeKHR {
+        match self {
+            Self::Fifo => vk::PresentModeKHR::FIFO,
+            Self::Mailbox => vk::PresentModeKHR::MAILBOX,
+            Self::Immediate => vk::PresentModeKHR::IMMEDIATE,
+        }
+    }
 }
 
 /// What acquiring an image told us.
@@ -29,7 +67,7 @@ impl Swapchain {
         surface_loader: &khr::surface::Instance,
         surface: vk::SurfaceKHR,
         window: vk::Extent2D,
-        vsync: bool,
+        requested: PresentMode,
         old: Option<&Swapchain>,
     ) -> Result<Self> {
         let caps = unsafe {
@@ -41,7 +79,10 @@ impl Swapchain {
             surface_loader.get_physical_device_surface_present_modes(gpu.physical, surface)?
         };
         let format = choose_format(&formats);
-        let present_mode = choose_present_mode(&modes, vsync);
+        let (present_mode, present_fallback) = choose_present_mode(requested, &modes);
+        if let Some(why) = &present_fallback {
+            tracing::warn!("{why}");
+        }
         let extent = choose_extent(&caps, window);
         let count = choose_image_count(&caps);
         let info = vk::SwapchainCreateInfoKHR::default()
@@ -55,7 +96,7 @@ impl Swapchain {
             .image_sharing_mode(vk::SharingMode::EXCLUSIVE)
             .pre_transform(caps.current_transform)
             .composite_alpha(vk::CompositeAlphaFlagsKHR::OPAQUE)
-            .present_mode(present_mode)
+            .present_mode(present_mode.raw())
             .clipped(true)
             .old_swapchain(old.map_or(vk::SwapchainKHR::null(), |o| o.raw));
         let loader = khr::swapchain::Device::new(&gpu.instance.raw, &gpu.device);
@@ -78,6 +119,8 @@ impl Swapchain {
             format: format.format,
             extent,
             present_ready,
+            present_mode,
+            present_fallback,
         })
     }
 
@@ -187,21 +230,26 @@ fn choose_format(formats: &[vk::SurfaceFormatKHR]) -> vk::SurfaceFormatKHR {
         .unwrap_or(formats[0])
 }
 
-fn choose_present_mode(modes: &[vk::PresentModeKHR], vsync: bool) -> vk::PresentModeKHR {
-    let order: &[vk::PresentModeKHR] = if vsync {
-        &[vk::PresentModeKHR::FIFO]
-    } else {
-        &[
-            vk::PresentModeKHR::MAILBOX,
-            vk::PresentModeKHR::IMMEDIATE,
-            vk::PresentModeKHR::FIFO,
-        ]
-    };
-    order
-        .iter()
-        .copied()
-        .find(|m| modes.contains(m))
-        .unwrap_or(vk::PresentModeKHR::FIFO)
+/// The requested mode where the surface has it, else FIFO (which every surface has) and the
+/// reason, naming the modes the surface offers.
+fn choose_present_mode(
+    requested: PresentMode,
+    supported: &[vk::PresentModeKHR],
+) -> (PresentMode, Option<String>) {
+    if requested == PresentMode::Fifo || supported.contains(&requested.raw()) {
+        return (requested, None);
+    }
+    let offered: Vec<&str> = PresentMode::ALL
+        .into_iter()
+        .filter(|m| supported.contains(&m.raw()))
+        .map(PresentMode::name)
+        .collect();
+    let why = format!(
+        "window.present_mode = \"{}\": this surface does not offer it (it offers {}); using fifo",
+        requested.name(),
+        offered.join(", ")
+    );
+    (PresentMode::Fifo, Some(why))
 }
 
 /// True when the format stores sRGB-encoded values itself (the composite then writes linear).
@@ -253,5 +301,34 @@ mod tests {
         assert_eq!(choose_image_count(&caps((1, 1), 2, 0)), 3);
         assert_eq!(choose_image_count(&caps((1, 1), 2, 8)), 3);
         assert_eq!(choose_image_count(&caps((1, 1), 3, 3)), 3);
+    }
+
+    #[test]
+    fn an_unsupported_present_mode_falls_back_to_fifo_with_the_reason() {
+        let fifo_immediate = [vk::PresentModeKHR::FIFO, vk::PresentModeKHR::IMMEDIATE];
+        for (requested, supported, chosen) in [
+            (PresentMode::Fifo, &fifo_immediate[..], PresentMode::Fifo),
+            (
+                PresentMode::Immediate,
+                &fifo_immediate,
+                PresentMode::Immediate,
+            ),
+            (PresentMode::Mailbox, &fifo_immediate, PresentMode::Fifo),
+            (
+                PresentMode::Immediate,
+                &[vk::PresentModeKHR::FIFO],
+                PresentMode::Fifo,
+            ),
+        ] {
+            let (mode, why) = choose_present_mode(requested, supported);
+            assert_eq!(mode, chosen, "{requested:?} on {supported:?}");
+            assert_eq!(why.is_some(), mode != requested, "{why:?}");
+        }
+        let (_, why) = choose_present_mode(PresentMode::Mailbox, &fifo_immediate);
+        assert_eq!(
+            why.unwrap(),
+            "window.present_mode = \"mailbox\": this surface does not offer it \
+             (it offers fifo, immediate); using fifo"
+        );
     }
 }

@@ -2,7 +2,6 @@
 //! device, and the pattern selector; plus the game's HUD (score and timer).
 
 use egui::{Color32, RichText};
-use egui_plot::{Line, Plot, PlotPoints};
 
 use super::compare::{ComparePsnr, CompareSide};
 use super::stats::Stats;
@@ -10,6 +9,9 @@ use super::Sizes;
 use crate::gpu::DeviceInfo;
 use crate::infer::{Precision, PrecisionChoice};
 use crate::upscale::Pattern;
+
+mod frame_plot;
+mod panel;
 
 /// The game state the HUD shows.
 pub struct Hud {
@@ -42,13 +44,21 @@ pub struct OverlayModel<'a> {
     pub pattern_note: String,
     /// The pattern splits the frame around a host or device step.
     pub split: bool,
-    /// The last problem worth telling the player (e.g. a pattern that failed to start).
+    /// The last thing worth telling the player (a pattern that failed to start, a screenshot
+    /// saved); it fades out a few seconds after it first shows.
     pub notice: Option<&'a str>,
+    /// Counts the notices said, so that the same text said again shows again.
+    pub notice_serial: u64,
     pub hud: Hud,
     /// The compare view's choices for the right side (Err = greyed, with the reason).
     pub compare_sides: Vec<(CompareSide, Result<(), String>)>,
     /// The compare view while it is on.
     pub compare: Option<CompareView>,
+    /// How frames reach the screen and the frame cap (`present fifo · fps cap off`), with the
+    /// reason where the present mode asked for is not the one running.
+    pub pacing: String,
+    /// `window.fps_cap` (0: none); the frame-time graph draws its interval.
+    pub fps_cap: f64,
 }
 
 /// The compare view's state as the overlay shows it.
@@ -72,7 +82,7 @@ pub enum Action {
 }
 
 pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Option<Action> {
-    draw_hud(ctx, &model.hud);
+    draw_hud(ctx, &model.hud, show_overlay);
     if let Some(view) = &model.compare {
         draw_divider(ctx, model, view);
     }
@@ -80,58 +90,58 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
         return None;
     }
     let mut action = None;
-    egui::Window::new("upscale-demo")
-        .default_pos([12.0, 12.0])
-        .default_width(330.0)
-        .resizable(false)
-        .show(ctx, |ui| {
-            timings(ui, model);
-            ui.separator();
-            action = pattern_selector(ui, model);
-            if !model.pattern_note.is_empty() {
-                ui.small(&model.pattern_note);
+    panel::show(ctx, "upscale-demo", |ui| {
+        timings(ui, model);
+        ui.separator();
+        action = pattern_selector(ui, model);
+        if !model.pattern_note.is_empty() {
+            ui.small(&model.pattern_note);
+        }
+        ui.separator();
+        if let Some(a) = compare_controls(ui, model) {
+            action = Some(a);
+        }
+        ui.separator();
+        ui.small(format!(
+            "render {}x{} (msaa {}) -> output {}x{}",
+            model.sizes.render.width,
+            model.sizes.render.height,
+            model.sizes.msaa,
+            model.sizes.output.width,
+            model.sizes.output.height
+        ));
+        if let Some(i) = model_picker(ui, model) {
+            action = Some(Action::SwitchModel(i));
+        }
+        if let Some(p) = precision_picker(ui, model) {
+            action = Some(Action::SetPrecision(p));
+        }
+        ui.small(format!(
+            "GPU: {} ({})",
+            model.device.name, model.device.driver
+        ));
+        let color = if model.validation_errors == 0 {
+            ui.visuals().weak_text_color()
+        } else {
+            Color32::RED
+        };
+        ui.label(
+            RichText::new(format!("validation errors: {}", model.validation_errors))
+                .color(color)
+                .small(),
+        );
+        if let Some(notice) = model.notice {
+            let opacity = panel::fade(ui.ctx(), model.notice_serial);
+            if opacity > 0.0 {
+                let color = Color32::from_rgb(255, 170, 60).gamma_multiply(opacity);
+                ui.label(RichText::new(notice).color(color));
             }
-            ui.separator();
-            if let Some(a) = compare_controls(ui, model) {
-                action = Some(a);
-            }
-            ui.separator();
-            ui.small(format!(
-                "render {}x{} (msaa {}) -> output {}x{}",
-                model.sizes.render.width,
-                model.sizes.render.height,
-                model.sizes.msaa,
-                model.sizes.output.width,
-                model.sizes.output.height
-            ));
-            if let Some(i) = model_picker(ui, model) {
-                action = Some(Action::SwitchModel(i));
-            }
-            if let Some(p) = precision_picker(ui, model) {
-                action = Some(Action::SetPrecision(p));
-            }
-            ui.small(format!(
-                "GPU: {} ({})",
-                model.device.name, model.device.driver
-            ));
-            let color = if model.validation_errors == 0 {
-                ui.visuals().weak_text_color()
-            } else {
-                Color32::RED
-            };
-            ui.label(
-                RichText::new(format!("validation errors: {}", model.validation_errors))
-                    .color(color)
-                    .small(),
-            );
-            if let Some(notice) = model.notice {
-                ui.label(RichText::new(notice).color(Color32::from_rgb(255, 170, 60)));
-            }
-            ui.small(
-                "F1 overlay · P next pattern · M next model · V compare (drag to move) · \
+        }
+        ui.small(
+            "F1 overlay · P next pattern · M next model · V compare (drag to move) · \
                  F12 screenshot · R restart · RMB look",
-            );
-        });
+        );
+    });
     action
 }
 
@@ -160,7 +170,9 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
             ui.weak(measuring_note(measured));
         }
     }
-    frame_plot(ui, stats);
+    let cap_ms = (model.fps_cap > 0.0).then(|| 1000.0 / model.fps_cap);
+    frame_plot::show(ui, stats, cap_ms);
+    ui.small(&model.pacing);
     stage_table(ui, stats);
     clock_notes(ui, stats, model.split);
     ui.small(format!(
@@ -168,23 +180,6 @@ fn timings(ui: &mut egui::Ui, model: &OverlayModel) {
         human_bytes(model.host_copy_bytes),
         human_bytes(model.bus_bytes)
     ));
-}
-
-/// Start-to-start frame times of the recent frames.
-fn frame_plot(ui: &mut egui::Ui, stats: &Stats) {
-    let points: PlotPoints = stats
-        .records()
-        .enumerate()
-        .filter_map(|(i, r)| r.frame_ms.map(|ms| [i as f64, ms]))
-        .collect();
-    Plot::new("frame time")
-        .height(70.0)
-        .show_axes([false, true])
-        .allow_drag(false)
-        .allow_zoom(false)
-        .allow_scroll(false)
-        .include_y(0.0)
-        .show(ui, |plot| plot.line(Line::new("frame ms", points)));
 }
 
 /// p50/p99 per stage in frame order (sub-stages indented), the in-stream layers folded away.
@@ -262,20 +257,47 @@ fn table(ui: &mut egui::Ui, id: &str, header: Option<[&str; 3]>, rows: &[[String
         ui.ctx().data_mut(|d| d.insert_temp(key, shape));
         ui.ctx().request_discard("overlay table changed shape");
     }
-    egui::Grid::new(id).striped(true).show(ui, |ui| {
-        if let Some(header) = header {
-            for h in header {
-                ui.strong(h);
+    let names = name_column_width(ui, header, rows);
+    egui::Grid::new(id)
+        .striped(true)
+        .max_col_width(names)
+        .show(ui, |ui| {
+            if let Some(header) = header {
+                for h in header {
+                    ui.strong(h);
+                }
+                ui.end_row();
             }
-            ui.end_row();
-        }
-        for row in rows {
-            for cell in row {
-                ui.label(cell.as_str());
+            for [name, a, b] in rows {
+                // A long layer name (`Conv+DepthToSpace+Add+Resize:conv2`) wraps within the
+                // panel rather than widening it past its title bar.
+                ui.add(egui::Label::new(name.as_str()).wrap());
+                ui.label(a.as_str());
+                ui.label(b.as_str());
+                ui.end_row();
             }
-            ui.end_row();
-        }
-    });
+        });
+}
+
+/// What the panel leaves for the table's name column beside the two number columns at their
+/// widest (grid columns are at most this wide; the numbers never need more).
+fn name_column_width(ui: &egui::Ui, header: Option<[&str; 3]>, rows: &[[String; 3]]) -> f32 {
+    let font = egui::TextStyle::Body.resolve(ui.style());
+    let width = |text: &str| {
+        ui.painter()
+            .layout_no_wrap(text.to_string(), font.clone(), Color32::WHITE)
+            .size()
+            .x
+    };
+    let widest = |column: usize| {
+        let cells = rows.iter().map(|r| r[column].as_str());
+        cells
+            .chain(header.map(|h| h[column]))
+            .map(width)
+            .fold(0.0, f32::max)
+    };
+    let spacing = 2.0 * ui.spacing().item_spacing.x;
+    (ui.available_width() - widest(1) - widest(2) - spacing).max(60.0)
 }
 
 fn pattern_selector(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Action> {
@@ -398,7 +420,7 @@ fn model_picker(ui: &mut egui::Ui, model: &OverlayModel) -> Option<usize> {
         ui.small("model");
         egui::ComboBox::from_id_salt("model picker")
             .selected_text(RichText::new(model.model).small())
-            .width(260.0)
+            .width(ui.available_width().min(260.0))
             .show_ui(ui, |ui| {
                 for (i, name) in model.models.iter().enumerate() {
                     let current = model.model_index == Some(i);
@@ -441,9 +463,18 @@ fn precision_picker(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Precision
     picked
 }
 
-fn draw_hud(ctx: &egui::Context, hud: &Hud) {
+/// Below this window width (points) the HUD moves from the top centre to the top right while
+/// the panel is shown, which would otherwise cover its left half.
+const HUD_BESIDE_PANEL_BELOW: f32 = 900.0;
+
+fn draw_hud(ctx: &egui::Context, hud: &Hud, panel_shown: bool) {
+    let (align, offset) = if panel_shown && ctx.content_rect().width() < HUD_BESIDE_PANEL_BELOW {
+        (egui::Align2::RIGHT_TOP, [-10.0, 10.0])
+    } else {
+        (egui::Align2::CENTER_TOP, [0.0, 10.0])
+    };
     egui::Area::new(egui::Id::new("hud"))
-        .anchor(egui::Align2::CENTER_TOP, [0.0, 10.0])
+        .anchor(align, offset)
         .interactable(false)
         .show(ctx, |ui| {
             let text = match hud.finished {

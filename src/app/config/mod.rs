@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::gpu::swapchain::PresentMode;
 use crate::infer::PrecisionChoice;
 use crate::upscale::shared::DomainChoice;
 use crate::upscale::Pattern;
@@ -28,8 +29,16 @@ pub struct Config {
 pub struct WindowConfig {
     pub width: u32,
     pub height: u32,
-    pub vsync: bool,
+    /// fifo | mailbox | immediate; unset: from `vsync`, else fifo.
+    pub present_mode: Option<String>,
+    /// The old key: true = fifo, false = mailbox. Kept so that old files still run.
+    pub vsync: Option<bool>,
+    /// Frames per second the window loop waits for (0: no cap).
+    pub fps_cap: f64,
 }
+
+/// The highest `window.fps_cap` accepted.
+pub const MAX_FPS_CAP: f64 = 1000.0;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -98,7 +107,9 @@ impl Default for WindowConfig {
         Self {
             width: 1280,
             height: 720,
-            vsync: true,
+            present_mode: None,
+            vsync: None,
+            fps_cap: 0.0,
         }
     }
 }
@@ -191,7 +202,50 @@ impl Config {
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         self.validate_sizes(path)?;
-        self.validate_choices(path)
+        self.validate_choices(path)?;
+        self.validate_pacing(path)
+    }
+
+    /// `window.present_mode` (or its old name `vsync`, not both) and `window.fps_cap`.
+    fn validate_pacing(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |key, value: &dyn Display, allowed| value_error(path, key, value, allowed);
+        let w = &self.window;
+        if let Some(mode) = &w.present_mode {
+            if PresentMode::parse(mode).is_none() {
+                let names: Vec<_> = PresentMode::ALL.map(PresentMode::name).into();
+                return Err(bad(
+                    "window.present_mode",
+                    &format!("\"{mode}\""),
+                    format!("one of: {}", names.join(", ")),
+                ));
+            }
+            if let Some(vsync) = w.vsync {
+                return Err(bad(
+                    "window.vsync",
+                    &vsync,
+                    "the old name of window.present_mode (true = \"fifo\", false = \"mailbox\"); \
+                     give only window.present_mode"
+                        .into(),
+                ));
+            }
+        }
+        if !(w.fps_cap >= 0.0 && w.fps_cap <= MAX_FPS_CAP) {
+            return Err(bad(
+                "window.fps_cap",
+                &w.fps_cap,
+                format!("must be 0 (no cap) or frames per second up to {MAX_FPS_CAP}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The present mode asked for: `window.present_mode`, else `window.vsync`'s, else fifo.
+    pub fn present_mode(&self) -> PresentMode {
+        match (&self.window.present_mode, self.window.vsync) {
+            (Some(name), _) => PresentMode::parse(name).expect("validated"),
+            (None, Some(false)) => PresentMode::Mailbox,
+            (None, _) => PresentMode::Fifo,
+        }
     }
 
     /// Window and render sizes, `render.scale` and `render.msaa`.
@@ -604,5 +658,49 @@ mod tests {
             e.contains("/nonexistent/c.toml") && e.contains("--config"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn present_mode_is_one_of_the_three_and_vsync_is_its_old_name() {
+        assert_eq!(parse("").unwrap().present_mode(), PresentMode::Fifo);
+        for mode in PresentMode::ALL {
+            let c = parse(&format!("[window]\npresent_mode = \"{}\"", mode.name())).unwrap();
+            assert_eq!(c.present_mode(), mode);
+        }
+        let c = parse("[window]\nvsync = false").unwrap();
+        assert_eq!(c.present_mode(), PresentMode::Mailbox);
+        let c = parse("[window]\nvsync = true").unwrap();
+        assert_eq!(c.present_mode(), PresentMode::Fifo);
+        let e = parse("[window]\npresent_mode = \"vsync\"").unwrap_err();
+        assert_eq!(
+            e,
+            "test.toml: window.present_mode = \"vsync\": one of: fifo, mailbox, immediate"
+        );
+        let e = parse("[window]\npresent_mode = \"fifo\"\nvsync = false").unwrap_err();
+        assert!(
+            e.starts_with("test.toml: window.vsync = false: the old name of window.present_mode"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn fps_cap_is_zero_or_a_positive_rate() {
+        assert_eq!(parse("").unwrap().window.fps_cap, 0.0);
+        assert_eq!(
+            parse("[window]\nfps_cap = 60").unwrap().window.fps_cap,
+            60.0
+        );
+        assert_eq!(
+            parse("[window]\nfps_cap = 29.97").unwrap().window.fps_cap,
+            29.97
+        );
+        for bad in ["-1", "-0.5", "1001", "nan", "inf"] {
+            let e = parse(&format!("[window]\nfps_cap = {bad}")).unwrap_err();
+            assert!(
+                e.starts_with("test.toml: window.fps_cap = ")
+                    && e.ends_with("must be 0 (no cap) or frames per second up to 1000"),
+                "{bad}: {e}"
+            );
+        }
     }
 }
