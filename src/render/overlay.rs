@@ -216,9 +216,33 @@ fn stage_table(ui: &mut egui::Ui, stats: &Stats) {
         .iter()
         .map(|(name, p)| cells(name.to_string(), p))
         .collect();
+    let sum: f64 = layers.iter().map(|(_, p)| p.p50_ms).sum();
+    let upscale = stages
+        .iter()
+        .find(|(name, _)| *name == "upscale")
+        .map(|(_, p)| p.p50_ms);
     egui::CollapsingHeader::new(format!("in-stream layers ({})", rows.len()))
         .default_open(false)
-        .show(ui, |ui| table(ui, "layers", None, &rows));
+        .show(ui, |ui| {
+            table(ui, "layers", None, &rows);
+            if let Some(note) = upscale.and_then(|u| layers_note(sum, u)) {
+                ui.small(note);
+            }
+        });
+}
+
+/// A line under the layer table when the layers' p50s do not add up to `upscale`'s (within a
+/// quarter): the device's timestamps do not bracket each dispatch (lavapipe takes them when it
+/// records, not when the work before them is done), so the rows are no breakdown of the span.
+fn layers_note(layers_sum_ms: f64, upscale_ms: f64) -> Option<String> {
+    let off = (layers_sum_ms - upscale_ms).abs() > 0.25 * upscale_ms;
+    (upscale_ms > 0.0 && off).then(|| {
+        format!(
+            "the layers add up to {layers_sum_ms:.3} ms of upscale's {upscale_ms:.3} ms: this \
+             device's timestamps do not bracket each dispatch, so read them as an order, not \
+             a breakdown"
+        )
+    })
 }
 
 /// Which clock the stage table's figures come from: sub-stages of one name are host time in one
@@ -521,7 +545,20 @@ fn native_note(msaa: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{fps_label, native_note, table};
+    use super::{fps_label, layers_note, native_note, table};
+
+    #[test]
+    fn layers_that_do_not_add_up_to_upscale_are_explained() {
+        // The H200's quality_x2 fp16: 0.666 ms of layers in a 0.673 ms span: no note.
+        assert_eq!(layers_note(0.666, 0.673), None);
+        // lavapipe: a few microseconds of layers in a span of seconds.
+        let note = layers_note(0.014, 2400.0).unwrap();
+        assert!(
+            note.contains("0.014") && note.contains("2400.000"),
+            "{note}"
+        );
+        assert!(layers_note(1.0, 0.0).is_none());
+    }
 
     #[test]
     fn the_native_note_gives_the_pass_sample_count() {
