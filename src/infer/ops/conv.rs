@@ -4,10 +4,12 @@
 
 use super::unary::Activation;
 use super::{Built, Cost, Io, NodeCtx, Op, Recorder, TensorId};
+use crate::gpu::guard::Destroy;
 use crate::gpu::{Buffer, Gpu};
 use crate::infer::error::Result;
 use crate::infer::graph::Attrs;
 use crate::infer::pipelines::{PipeId, Pipelines, Shader};
+use crate::infer::precision::Precision;
 use crate::infer::tensor::MAX_ELEMENTS;
 use crate::op_shader;
 
@@ -264,10 +266,37 @@ pub struct Conv {
     gpu: Option<ConvGpu>,
 }
 
-struct ConvGpu {
-    pipe: PipeId,
-    weights: Buffer,
-    bias: Buffer,
+/// A convolution's pipeline and its weight and bias buffers on the device (Conv, FusedConv).
+pub(super) struct ConvGpu {
+    pub pipe: PipeId,
+    pub weights: Buffer,
+    pub bias: Buffer,
+}
+
+impl ConvGpu {
+    /// Uploads `weights` and `bias` (ONNX or repacked order) in the plan's precision; load time.
+    pub fn upload(
+        gpu: &Gpu,
+        pipe: PipeId,
+        label: &str,
+        weights: &[f32],
+        bias: &[f32],
+        precision: Precision,
+    ) -> Result<Self> {
+        let weights =
+            super::upload(gpu, &format!("{label} weights"), weights, precision)?.guard(gpu);
+        let bias = super::upload(gpu, &format!("{label} bias"), bias, precision)?;
+        Ok(ConvGpu {
+            pipe,
+            weights: weights.keep(),
+            bias,
+        })
+    }
+
+    pub fn destroy(self, gpu: &Gpu) {
+        self.weights.destroy(gpu);
+        self.bias.destroy(gpu);
+    }
 }
 
 /// A Conv node's operands, validated: input tensor, geometry, ONNX-layout weights, bias.
@@ -399,25 +428,14 @@ impl Op for Conv {
         let direct = self.geo.chunking().2 == 0;
         let pipe = pipes.get(gpu, SHADER, &[self.act.kind, direct as u32])?;
         let precision = pipes.precision();
-        let weights = super::upload(
+        self.gpu = Some(ConvGpu::upload(
             gpu,
-            &format!("{} weights", self.label),
-            &self.weights,
-            precision,
-        )?;
-        let bias = match super::upload(gpu, &format!("{} bias", self.label), &self.bias, precision)
-        {
-            Ok(b) => b,
-            Err(e) => {
-                weights.destroy(gpu);
-                return Err(e);
-            }
-        };
-        self.gpu = Some(ConvGpu {
             pipe,
-            weights,
-            bias,
-        });
+            &self.label,
+            &self.weights,
+            &self.bias,
+            precision,
+        )?);
         Ok(())
     }
 
@@ -440,8 +458,7 @@ impl Op for Conv {
 
     fn destroy(self: Box<Self>, gpu: &Gpu) {
         if let Some(g) = self.gpu {
-            g.weights.destroy(gpu);
-            g.bias.destroy(gpu);
+            g.destroy(gpu);
         }
     }
 }

@@ -6,13 +6,13 @@
 
 use ash::vk;
 
-use super::conv::Geometry;
+use super::conv::{ConvGpu, Geometry};
 use super::unary::Activation;
 use super::{Cost, Io, Op, Recorder, TensorId};
 use crate::gpu::pipeline::Binding;
-use crate::gpu::{Buffer, Gpu};
+use crate::gpu::Gpu;
 use crate::infer::error::Result;
-use crate::infer::pipelines::{PipeId, PipelineDesc, Pipelines};
+use crate::infer::pipelines::{PipelineDesc, Pipelines};
 use crate::infer::precision::Precision;
 use crate::shader;
 
@@ -199,13 +199,7 @@ pub struct FusedConv {
     tiling: Tiling,
     weights: Vec<f32>,
     bias: Vec<f32>,
-    gpu: Option<FusedGpu>,
-}
-
-struct FusedGpu {
-    pipe: PipeId,
-    weights: Buffer,
-    bias: Buffer,
+    gpu: Option<ConvGpu>,
 }
 
 /// Whether a conv of this geometry can run as a FusedConv (stride 1, no dilation, one group).
@@ -420,25 +414,14 @@ impl Op for FusedConv {
     fn prepare(&mut self, gpu: &Gpu, pipes: &mut Pipelines) -> Result<()> {
         let precision = pipes.precision();
         let pipe = pipes.get_desc(gpu, self.desc(precision))?;
-        let weights = super::upload(
+        self.gpu = Some(ConvGpu::upload(
             gpu,
-            &format!("{} weights", self.label),
-            &self.weights,
-            precision,
-        )?;
-        let bias = match super::upload(gpu, &format!("{} bias", self.label), &self.bias, precision)
-        {
-            Ok(b) => b,
-            Err(e) => {
-                weights.destroy(gpu);
-                return Err(e);
-            }
-        };
-        self.gpu = Some(FusedGpu {
             pipe,
-            weights,
-            bias,
-        });
+            &self.label,
+            &self.weights,
+            &self.bias,
+            precision,
+        )?);
         Ok(())
     }
 
@@ -477,8 +460,7 @@ impl Op for FusedConv {
 
     fn destroy(self: Box<Self>, gpu: &Gpu) {
         if let Some(g) = self.gpu {
-            g.weights.destroy(gpu);
-            g.bias.destroy(gpu);
+            g.destroy(gpu);
         }
     }
 }
