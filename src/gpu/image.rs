@@ -261,6 +261,48 @@ pub fn whole_copy(extent: vk::Extent2D) -> vk::BufferImageCopy {
         })
 }
 
+/// Copies `image` (in state `state`) into `buffer` (tightly packed 4 bytes per pixel) and
+/// returns it to `state`; the buffer is visible to host reads once the frame's fence signalled.
+///
+/// # Safety
+/// `cmd` is recording outside a rendering scope; the image is in `state`.
+pub unsafe fn record_capture(
+    device: &ash::Device,
+    cmd: vk::CommandBuffer,
+    image: vk::Image,
+    extent: vk::Extent2D,
+    state: State,
+    buffer: vk::Buffer,
+) {
+    let range = super::barrier::color_range();
+    let t = |from, to| Transition {
+        image,
+        range,
+        from,
+        to,
+    };
+    super::barrier::transition(device, cmd, &[t(state, super::barrier::TRANSFER_SRC)]);
+    let copy = whole_copy(extent);
+    device.cmd_copy_image_to_buffer(
+        cmd,
+        image,
+        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+        buffer,
+        &[copy],
+    );
+    super::barrier::memory(
+        device,
+        cmd,
+        (
+            vk::PipelineStageFlags2::COPY,
+            vk::AccessFlags2::TRANSFER_WRITE,
+        ),
+        (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
+    );
+    // Back to the state the next user expects (the UI pass loads the composited pixels).
+    super::barrier::transition(device, cmd, &[t(super::barrier::TRANSFER_SRC, state)]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -132,27 +132,13 @@ impl Engine {
                 ],
             );
             self.record_frame(gpu, cmd, frame, None);
-            barrier::transition(
+            gpu::image::record_capture(
                 device,
-                cmd,
-                &[t(output, barrier::UPSCALE_WRITE, barrier::TRANSFER_SRC)],
-            );
-            let copy = gpu::image::whole_copy(out);
-            device.cmd_copy_image_to_buffer(
                 cmd,
                 output.raw,
-                vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+                out,
+                barrier::UPSCALE_WRITE,
                 s.buffers[1].raw,
-                &[copy],
-            );
-            barrier::memory(
-                device,
-                cmd,
-                (
-                    vk::PipelineStageFlags2::COPY,
-                    vk::AccessFlags2::TRANSFER_WRITE,
-                ),
-                (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
             );
         })?;
         s.buffers[1].invalidate_for_host(gpu)?;

@@ -12,8 +12,6 @@ mod scene_targets;
 mod scene_textures;
 pub mod stats;
 
-pub(crate) use record::record_capture;
-
 use std::time::Instant;
 
 use anyhow::Context as _;

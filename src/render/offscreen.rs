@@ -75,7 +75,7 @@ impl Offscreen {
                 unsafe {
                     scene.record(gpu, cmd, &slot.targets, world);
                     let color = &slot.targets.color;
-                    super::record_capture(
+                    crate::gpu::image::record_capture(
                         &gpu.device,
                         cmd,
                         color.raw,

@@ -7,7 +7,7 @@ use ash::vk;
 
 use super::{Renderer, Target, UiFrame};
 use crate::game::world::World;
-use crate::gpu::barrier::{self, State, Transition};
+use crate::gpu::barrier::{self, Transition};
 use crate::gpu::{self, frame, Gpu};
 use crate::upscale::{FrameIo, HostTimes, Schedule};
 
@@ -318,7 +318,7 @@ impl Renderer {
             .capture
             .filter(|_| target.capture_with_ui == after_ui);
         if let Some(buffer) = capture {
-            record_capture(
+            gpu::image::record_capture(
                 device,
                 cmd,
                 target.image,
@@ -329,7 +329,7 @@ impl Renderer {
         }
         if let Some(buffer) = target.capture_input.filter(|_| !after_ui) {
             let input = &self.targets.color;
-            record_capture(
+            gpu::image::record_capture(
                 device,
                 cmd,
                 input.raw,
@@ -423,46 +423,4 @@ impl Renderer {
             .queue_submit2(gpu.queue, &[submit], frame.fence)?;
         Ok(())
     }
-}
-
-/// Copies `image` (in state `state`) into `buffer` (tightly packed 4 bytes per pixel) and
-/// returns it to `state`; the buffer is visible to host reads once the frame's fence signalled.
-///
-/// # Safety
-/// `cmd` is recording outside a rendering scope; the image is in `state`.
-pub(crate) unsafe fn record_capture(
-    device: &ash::Device,
-    cmd: vk::CommandBuffer,
-    image: vk::Image,
-    extent: vk::Extent2D,
-    state: State,
-    buffer: vk::Buffer,
-) {
-    let range = barrier::color_range();
-    let t = |from, to| Transition {
-        image,
-        range,
-        from,
-        to,
-    };
-    barrier::transition(device, cmd, &[t(state, barrier::TRANSFER_SRC)]);
-    let copy = gpu::image::whole_copy(extent);
-    device.cmd_copy_image_to_buffer(
-        cmd,
-        image,
-        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
-        buffer,
-        &[copy],
-    );
-    barrier::memory(
-        device,
-        cmd,
-        (
-            vk::PipelineStageFlags2::COPY,
-            vk::AccessFlags2::TRANSFER_WRITE,
-        ),
-        (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
-    );
-    // Back to the state the next user expects (the UI pass loads the composited pixels).
-    barrier::transition(device, cmd, &[t(barrier::TRANSFER_SRC, state)]);
 }
