@@ -2,7 +2,7 @@
 // fused_conv_coopmat.comp (matrix units) share: the bindings, the input tile staged in shared
 // memory and the epilogue. See infer/ops/fused_conv.rs for the planner's side.
 //
-// The op: a stride-1, dilation-1, ungrouped Conv of an NCHW tensor, computing one tile of
+// The op: a stride-1, dilation-1, ungrouped Conv of a tensor, computing one tile of
 // TILE_W × TILE_H output pixels for one block of up to 16 output channels (work group z), with
 // its bias and activation, and optionally
 // - RESIDUAL: + a tensor of the output's shape (the long skip connection's Add),
@@ -27,16 +27,32 @@ layout(constant_id = 7) const uint BLOCK = 2u;
 layout(constant_id = 8) const bool CRD = false;
 layout(constant_id = 9) const bool BASE = false;
 layout(constant_id = 10) const uint COORD = 0u;
+// The layouts of the input, residual and output tensors (infer::plan::Layout): NCHW, or
+// channel blocks of 16 with the channels innermost ([C/16][H][W][16], "NCHW16c"), which the
+// planner chooses for tensors that only fused convs write and read: a pixel's 16 channels are
+// one 32-byte (fp16) or 64-byte (fp32) run, loaded and stored as vectors, and a run of pixels'
+// channels is one strided matrix for the matrix units.
+layout(constant_id = 11) const bool IN_BLOCKED = false;
+layout(constant_id = 12) const bool RES_BLOCKED = false;
+layout(constant_id = 13) const bool OUT_BLOCKED = false;
 
 const uint OC_TILE = 16u;
 const uint TILE_ROWS = TILE_H + KH - 1u;
 const uint TILE_COLS = TILE_W + KW - 1u;
 const uint TAPS = KH * KW;
+const uint CBLOCK = 16u;
+
+// Where element (channel c, pixel) of a tensor with `plane` pixels per channel is.
+uint tensor_index(bool blocked, uint c, uint pixel, uint plane) {
+    return blocked ? ((c / CBLOCK) * plane + pixel) * CBLOCK + c % CBLOCK : c * plane + pixel;
+}
 
 #ifdef IMAGE_IN
 layout(set = 0, binding = 0) uniform sampler2D frame_in;
 #else
 layout(set = 0, binding = 0) restrict readonly buffer X { sfp x[]; };
+// The same tensor as vectors of four channels (blocked layout).
+layout(set = 0, binding = 0) restrict readonly buffer XV { sfpvec4 xv[]; };
 #endif
 layout(set = 0, binding = 2) restrict readonly buffer B { sfp bias[]; };
 layout(set = 0, binding = 3) restrict readonly buffer R { sfp residual[]; };
@@ -45,6 +61,7 @@ layout(set = 0, binding = 4, rgba8) uniform writeonly image2D frame_out;
 layout(set = 0, binding = 5) uniform sampler2D frame_base;
 #else
 layout(set = 0, binding = 4) restrict writeonly buffer Y { sfp y[]; };
+layout(set = 0, binding = 4) restrict writeonly buffer YV { sfpvec4 yv[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -88,15 +105,25 @@ void stage_chunk(uint c0, uint lid, uint threads) {
         // All CHUNK loads are issued before the first store (no branch between them where the
         // pixel is inside and the chunk is whole: the common case).
         sfp v[CHUNK];
-        if (inside && c0 + CHUNK <= p.ic) {
+        if (IN_BLOCKED && CHUNK % 4u == 0u) {
+            // A chunk lies within one block (CHUNK divides 16): CHUNK / 4 vector loads.
+            uint at4 = tensor_index(true, c0, at, plane_in) / 4u;
+            [[unroll]] for (uint q = 0u; q < CHUNK / 4u; ++q) {
+                sfpvec4 t = inside ? xv[at4 + q] : sfpvec4(0.0);
+                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                    // A block's channels past the last hold no value (zero them).
+                    v[q * 4u + e] = c0 + q * 4u + e < p.ic ? t[e] : sfp(0.0);
+                }
+            }
+        } else if (inside && c0 + CHUNK <= p.ic) {
             [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
-                v[c] = x[(c0 + c) * plane_in + at];
+                v[c] = x[tensor_index(IN_BLOCKED, c0 + c, at, plane_in)];
             }
         } else {
             [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
                 v[c] = sfp(0.0);
                 if (inside && c0 + c < p.ic) {
-                    v[c] = x[(c0 + c) * plane_in + at];
+                    v[c] = x[tensor_index(IN_BLOCKED, c0 + c, at, plane_in)];
                 }
             }
         }
@@ -172,18 +199,35 @@ void store_channels(uint ox, uint oy, uint ob, float sums[OC_TILE], uint j0, uin
     }
     uint end = min(j0 + count, min(OC_TILE, p.oc - ob * OC_TILE));
     uint plane = p.out_h * p.out_w;
-    uint at = (ob * OC_TILE) * plane + oy * p.out_w + ox;
+    uint pixel = oy * p.out_w + ox;
     float res[OC_TILE];
     [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
         res[j] = 0.0;
         if (RESIDUAL && j >= j0 && j < end) {
-            res[j] = float(residual[at + j * plane]);
+            res[j] = float(residual[tensor_index(RES_BLOCKED, ob * OC_TILE + j, pixel, plane)]);
         }
     }
+    float v[OC_TILE];
     [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
+        v[j] = 0.0;
         if (j >= j0 && j < end) {
-            float v = conv_out(ob * OC_TILE + j, sums[j]);
-            y[at + j * plane] = sfp(RESIDUAL ? v + res[j] : v);
+            float c = conv_out(ob * OC_TILE + j, sums[j]);
+            v[j] = float(sfp(RESIDUAL ? c + res[j] : c));
+        }
+    }
+    if (OUT_BLOCKED && j0 % 4u == 0u && end % 4u == 0u) {
+        // Whole vectors of four channels (a block is one output-channel tile).
+        uint at4 = tensor_index(true, ob * OC_TILE, pixel, plane) / 4u;
+        [[unroll]] for (uint q = 0u; q < OC_TILE / 4u; ++q) {
+            if (q * 4u >= j0 && q * 4u < end) {
+                yv[at4 + q] = sfpvec4(v[q * 4u], v[q * 4u + 1u], v[q * 4u + 2u], v[q * 4u + 3u]);
+            }
+        }
+    } else {
+        [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
+            if (j >= j0 && j < end) {
+                y[tensor_index(OUT_BLOCKED, ob * OC_TILE + j, pixel, plane)] = sfp(v[j]);
+            }
         }
     }
 }

@@ -9,8 +9,11 @@
 // innermost, so every row starts 32-byte aligned). The shape (CM_M, CM_N, CM_K) is chosen at
 // load time from what the device offers. A work group of four subgroups computes a
 // TILE_W × TILE_H tile for one block of 16 output channels; each subgroup owns SEGS segments
-// and their accumulators for the whole reduction. The results go through a small per-subgroup
-// scratch in shared memory to the common epilogue (fused_conv.glsl).
+// and their accumulators for the whole reduction. Where the output is in channel blocks and a
+// segment lies inside the image, the accumulators get the bias, activation and residual as
+// matrices and are stored straight into the output tensor (one strided store); elsewhere the
+// sums go through a small per-subgroup scratch in shared memory to the common epilogue
+// (fused_conv.glsl).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -18,13 +21,13 @@
 #define FP16
 #include "ops/fused_conv.glsl"
 
-layout(constant_id = 11) const uint CM_M = 16u;
-layout(constant_id = 12) const uint CM_N = 16u;
-layout(constant_id = 13) const uint CM_K = 16u;
-layout(constant_id = 14) const uint SUBGROUP = 32u;
-layout(constant_id = 15) const uint SEGS = 8u;
+layout(constant_id = 14) const uint CM_M = 16u;
+layout(constant_id = 15) const uint CM_N = 16u;
+layout(constant_id = 16) const uint CM_K = 16u;
+layout(constant_id = 17) const uint SUBGROUP = 32u;
+layout(constant_id = 18) const uint SEGS = 8u;
 
-layout(local_size_x_id = 16) in;
+layout(local_size_x_id = 19) in;
 
 const uint SUBGROUPS = 4u;
 const uint N_TILES = OC_TILE / CM_N;
@@ -39,6 +42,11 @@ layout(set = 0, binding = 1) restrict readonly buffer W { float16_t w[]; };
 
 // Per subgroup: one segment's CM_M × 16 sums, row-major.
 shared float s_out[SUBGROUPS * CM_M * OC_TILE];
+// The block's biases repeated on CM_M rows: the accumulator the direct store starts from.
+shared float s_bias[CM_M * OC_TILE];
+
+// The output in channel blocks, and a residual (if any) too: the direct store applies.
+const bool DIRECT = OUT_BLOCKED && (!RESIDUAL || RES_BLOCKED);
 
 void main() {
     uint sg = gl_SubgroupID;
@@ -50,6 +58,15 @@ void main() {
             acc[s][n] = coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator>(0.0);
         }
     }
+#ifndef IMAGE_OUT
+    if (DIRECT) {
+        // Read after the first staging barrier below.
+        for (uint i = gl_LocalInvocationIndex; i < CM_M * OC_TILE; i += SUBGROUPS * SUBGROUP) {
+            uint oc = ob * OC_TILE + i % OC_TILE;
+            s_bias[i] = oc < p.oc ? float(bias[oc]) : 0.0;
+        }
+    }
+#endif
     for (uint c0 = 0u; c0 < p.ic; c0 += CHUNK) {
         barrier();
         stage_chunk(c0, gl_LocalInvocationIndex, SUBGROUPS * SUBGROUP);
@@ -80,6 +97,37 @@ void main() {
     }
     uint scratch = sg * CM_M * OC_TILE;
     [[unroll]] for (uint s = 0u; s < SEGS; ++s) {
+#ifndef IMAGE_OUT
+        if (DIRECT) {
+            uint seg = sg * SEGS + s;
+            uint oy = gl_WorkGroupID.y * TILE_H + seg / SEGS_PER_ROW;
+            uint ox0 = gl_WorkGroupID.x * TILE_W + (seg % SEGS_PER_ROW) * CM_M;
+            if (oy < p.out_h && ox0 + CM_M <= p.out_w) {
+                // Row i of the segment is pixel ox0 + i: its 16 channels are one run of the
+                // block, so the segment is a CM_M × 16 row-major matrix with stride 16.
+                uint at = ((ob * p.out_h + oy) * p.out_w + ox0) * OC_TILE;
+                [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
+                    coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> b;
+                    coopMatLoad(b, s_bias, n * CM_N, OC_TILE, gl_CooperativeMatrixLayoutRowMajor);
+                    coopmat<float, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> v =
+                        acc[s][n] + b;
+                    for (int e = 0; e < v.length(); ++e) {
+                        v[e] = activate(ACT, v[e], p.alpha, p.beta);
+                    }
+                    coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> h =
+                        coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator>(v);
+                    if (RESIDUAL) {
+                        coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> r;
+                        coopMatLoad(r, residual, at + n * CM_N, OC_TILE,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+                        h = h + r;
+                    }
+                    coopMatStore(h, y, at + n * CM_N, OC_TILE, gl_CooperativeMatrixLayoutRowMajor);
+                }
+                continue;
+            }
+        }
+#endif
         [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
             coopMatStore(acc[s][n], s_out, scratch + n * CM_N, OC_TILE,
                          gl_CooperativeMatrixLayoutRowMajor);

@@ -65,7 +65,8 @@ impl Tiling {
         let input = rows * cols * self.chunk * precision.size() as usize;
         match kind {
             Kernel::Packed => input,
-            Kernel::CoopMat(cm) => input + 4 * cm.m * OC_TILE * 4,
+            // Four subgroups' scratch, and the bias tile.
+            Kernel::CoopMat(cm) => input + 5 * cm.m * OC_TILE * 4,
         }
     }
 }
@@ -199,6 +200,9 @@ pub struct FusedConv {
     tiling: Tiling,
     weights: Vec<f32>,
     bias: Vec<f32>,
+    /// Which of its input, residual and output tensors are in channel blocks (the plan's
+    /// `Layout::Blocked`).
+    blocked: [bool; 3],
     gpu: Option<ConvGpu>,
 }
 
@@ -238,6 +242,7 @@ impl FusedConv {
             kernel,
             tiling,
             bias,
+            blocked: [false; 3],
             gpu: None,
         }
     }
@@ -270,7 +275,7 @@ impl FusedConv {
         }
     }
 
-    /// Specialization constants 0..=10 (fused_conv.glsl), then the coopmat shader's 11..=16.
+    /// Specialization constants 0..=13 (fused_conv.glsl), then the coopmat shader's 14..=19.
     fn spec(&self) -> Vec<u32> {
         let t = &self.tiling;
         let tail = self.fusion.tail;
@@ -287,6 +292,9 @@ impl FusedConv {
             tail.is_some_and(|t| t.crd) as u32,
             base.is_some() as u32,
             base.map_or(0, |b| b.coord),
+            self.blocked[0] as u32,
+            self.blocked[1] as u32,
+            self.blocked[2] as u32,
         ];
         if let Kernel::CoopMat(cm) = self.kernel {
             let segs = t.tile_w / cm.m * t.tile_h / 4;
@@ -383,6 +391,17 @@ impl Op for FusedConv {
 
     fn writes_frame(&self) -> bool {
         self.fusion.tail.is_some()
+    }
+
+    fn channel_blocks(&self) -> bool {
+        true
+    }
+
+    fn set_layouts(&mut self, blocked: &dyn Fn(TensorId) -> bool) {
+        let input = !self.fusion.image_in && blocked(self.io.inputs[0]);
+        let residual = self.fusion.residual.is_some_and(blocked);
+        let output = self.fusion.tail.is_none() && blocked(self.io.outputs[0]);
+        self.blocked = [input, residual, output];
     }
 
     /// The conv's FLOPs (the fused element-wise steps are noise beside them); bytes: the
@@ -502,15 +521,15 @@ mod tests {
         let t = tiling(16, [3, 3], Kernel::CoopMat(CM), Precision::Fp16, 49152).unwrap();
         assert_eq!(t.tile_h, 2);
         // A 9x9 kernel wants 8 rows, which do not fit here: the tallest that does.
-        let t = tiling(16, [9, 9], Kernel::CoopMat(CM), Precision::Fp16, 28000).unwrap();
+        let t = tiling(16, [9, 9], Kernel::CoopMat(CM), Precision::Fp16, 29000).unwrap();
         assert_eq!(t.tile_h, 2);
-        // (2 + 4) rows x 68 columns x 16 halves + 4 KB of scratch = 17152 bytes; 4 rows
-        // would need 21504.
-        let t = tiling(3, [5, 5], Kernel::CoopMat(CM), Precision::Fp16, 18000).unwrap();
+        // (2 + 4) rows x 68 columns x 16 halves + 5 KB of scratch and bias tile = 18176
+        // bytes; 4 rows would need 22528.
+        let t = tiling(3, [5, 5], Kernel::CoopMat(CM), Precision::Fp16, 19000).unwrap();
         assert_eq!((t.icp, t.tile_h), (16, 2));
         // 32-pixel rows: two segments per row, so a tile needs at least two rows.
         let wide = CoopMat { m: 32, ..CM };
-        let t = tiling(16, [3, 3], Kernel::CoopMat(wide), Precision::Fp16, 17000).unwrap();
+        let t = tiling(16, [3, 3], Kernel::CoopMat(wide), Precision::Fp16, 19000).unwrap();
         assert_eq!(t.tile_h, 2);
     }
 

@@ -153,6 +153,14 @@ pub trait Op {
     fn writes_frame(&self) -> bool {
         false
     }
+    /// Whether it writes its output and reads its inputs in channel blocks as well as NCHW
+    /// (`plan::Layout`); the planner blocks a tensor only where its writer and all its readers
+    /// say so, and then calls [`Op::set_layouts`].
+    fn channel_blocks(&self) -> bool {
+        false
+    }
+    /// Which of its tensors are in channel blocks (only called when `channel_blocks`).
+    fn set_layouts(&mut self, _blocked: &dyn Fn(TensorId) -> bool) {}
     /// One run's [`Cost`]; `bytes_of` gives a tensor's size in the plan's precision. By
     /// default: reads its inputs, writes its outputs, one FLOP per output element.
     fn cost(&self, bytes_of: &dyn Fn(TensorId) -> u64, elem: u64) -> Cost {

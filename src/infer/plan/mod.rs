@@ -25,15 +25,40 @@ pub struct TensorInfo {
     pub shape: Vec<usize>,
     /// The element type the tensor is stored in.
     pub dtype: Precision,
+    pub layout: Layout,
 }
 
+/// How a 4-D (N, C, H, W) tensor's elements are laid out in its buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// ONNX's own order: channel planes.
+    #[default]
+    Nchw,
+    /// Channel blocks of [`CHANNEL_BLOCK`], the channels innermost ([C/16][H][W][16], the
+    /// last block padded): a pixel's channels are one vector load or store and a run of
+    /// pixels' channels one strided matrix. Chosen for tensors that only FusedConvs write and
+    /// read (`Op::channel_blocks`); graph inputs and outputs stay NCHW.
+    Blocked,
+}
+
+/// Channels per block in [`Layout::Blocked`] (the FusedConv kernels' output-channel tile).
+pub const CHANNEL_BLOCK: usize = 16;
+
 impl TensorInfo {
+    /// The tensor's element count (its shape's product).
     pub fn elements(&self) -> u64 {
         self.shape.iter().product::<usize>() as u64
     }
 
+    /// What its buffer holds: the elements, and the last channel block's padding.
     pub fn bytes(&self) -> u64 {
-        self.elements() * self.dtype.size()
+        let stored = match (self.layout, self.shape.as_slice()) {
+            (Layout::Blocked, [n, c, h, w]) => {
+                (n * c.div_ceil(CHANNEL_BLOCK) * CHANNEL_BLOCK * h * w) as u64
+            }
+            _ => self.elements(),
+        };
+        stored * self.dtype.size()
     }
 }
 
@@ -346,6 +371,7 @@ impl<'g> Builder<'g> {
             name: name.into(),
             shape,
             dtype: self.options.precision,
+            layout: Layout::Nchw,
         });
         self.ids.insert(name.into(), self.tensors.len() - 1);
         self.tensors.len() - 1
@@ -598,6 +624,7 @@ impl<'g> Builder<'g> {
 
     fn finish(mut self) -> Result<Plan> {
         self.build_remaining_deferred()?;
+        self.choose_layouts();
         let mut outputs = Vec::new();
         for name in &self.graph.outputs {
             match self.resolve(name) {
@@ -669,6 +696,57 @@ impl<'g> Builder<'g> {
             output_in_frame,
             notes: self.notes,
         })
+    }
+}
+
+impl Builder<'_> {
+    /// Puts in channel blocks ([`Layout::Blocked`]) every 4-D tensor whose writer and readers
+    /// all take that layout (fused plans only; graph inputs and outputs stay NCHW), and tells
+    /// the ops.
+    fn choose_layouts(&mut self) {
+        if !self.options.fuse {
+            return;
+        }
+        let outputs: HashSet<TensorId> = self
+            .graph
+            .outputs
+            .iter()
+            .filter_map(|name| match self.resolve(name) {
+                Arg::Tensor { id, .. } => Some(id),
+                _ => None,
+            })
+            .collect();
+        let mut blocked = vec![false; self.tensors.len()];
+        for (t, info) in self.tensors.iter().enumerate() {
+            if info.shape.len() != 4 || self.inputs.contains(&t) || outputs.contains(&t) {
+                continue;
+            }
+            let writer = self.ops.iter().find(|op| op.io().outputs.contains(&t));
+            let mut readers = self
+                .ops
+                .iter()
+                .filter(|op| op.io().inputs.contains(&t))
+                .peekable();
+            let has_readers = readers.peek().is_some();
+            blocked[t] = has_readers
+                && writer.is_some_and(|op| op.channel_blocks())
+                && readers.all(|op| op.channel_blocks());
+        }
+        let count = blocked.iter().filter(|&&b| b).count();
+        for (t, &b) in blocked.iter().enumerate() {
+            if b {
+                self.tensors[t].layout = Layout::Blocked;
+            }
+        }
+        for op in &mut self.ops {
+            op.set_layouts(&|t| blocked[t]);
+        }
+        if count > 0 {
+            self.notes.push(format!(
+                "{count} intermediate tensors in channel blocks of {CHANNEL_BLOCK} (NCHW16c): \
+                 only fused convs write and read them"
+            ));
+        }
     }
 }
 
