@@ -136,8 +136,48 @@ fn compile_glslang(root: &Path, text: &str, defines: &[String], dst: &Path) -> R
         .map_err(|e| e.to_string())?
         .compile()
         .map_err(|e| e.to_string())?;
+    check_blocks(&words)?;
     let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
     std::fs::write(dst, bytes).map_err(|e| e.to_string())
+}
+
+/// Checks that every instruction of a function body lies in a block (after an OpLabel, before
+/// the block's terminator). The vendored glslang has emitted a global constant's short-circuit
+/// initializer after main's OpReturn; Debian 12's spirv-val predates cooperative matrices, and
+/// NVIDIA's driver crashes on such a module, so the build refuses it instead.
+fn check_blocks(words: &[u32]) -> Result<(), String> {
+    const FUNCTION: u32 = 54;
+    const FUNCTION_PARAMETER: u32 = 55;
+    const FUNCTION_END: u32 = 56;
+    const LABEL: u32 = 248;
+    // OpBranch, OpBranchConditional, OpSwitch, OpKill, OpReturn, OpReturnValue,
+    // OpUnreachable, OpTerminateInvocation.
+    const TERMINATORS: [u32; 8] = [249, 250, 251, 252, 253, 254, 255, 4416];
+    let (mut at, mut index) = (5, 0);
+    let (mut in_function, mut in_block) = (false, false);
+    while at < words.len() {
+        let (opcode, count) = (words[at] & 0xffff, (words[at] >> 16) as usize);
+        if count == 0 {
+            return Err(format!("SPIR-V instruction {index} has a word count of 0"));
+        }
+        match opcode {
+            FUNCTION => in_function = true,
+            FUNCTION_END => (in_function, in_block) = (false, false),
+            LABEL => in_block = true,
+            FUNCTION_PARAMETER => {}
+            _ if in_function && !in_block => {
+                return Err(format!(
+                    "SPIR-V instruction {index} (opcode {opcode}) lies outside any block \
+                     (glslang's output is malformed; rewrite the construct it follows)"
+                ));
+            }
+            _ if TERMINATORS.contains(&opcode) => in_block = false,
+            _ => {}
+        }
+        at += count;
+        index += 1;
+    }
+    Ok(())
 }
 
 /// Appends `line` to `out`, replaced by the file's text (expanded the same way) when it is an

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use infer_support::gpu;
 use upscale_demo::gpu::Gpu;
+use upscale_demo::infer::plan::Layout;
 use upscale_demo::infer::{self, Engine, PlanOptions, Precision};
 
 /// A shipped model, found from the working directory (the GPU machine runs the test binary
@@ -129,6 +130,21 @@ fn the_quality_model_runs_as_one_dispatch_per_conv_with_no_conversion_passes() {
         plan.ops.iter().all(|op| op.conv_kernel() == Some("packed")),
         "{report}"
     );
+    // The seven tensors between the convs are in channel blocks (the frame's images stand for
+    // the graph's input and output, which stay NCHW).
+    let blocked: Vec<&str> = plan
+        .tensors
+        .iter()
+        .filter(|t| t.layout == Layout::Blocked)
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(blocked.len(), 7, "{blocked:?}\n{report}");
+    assert!(plan
+        .inputs
+        .iter()
+        .chain(&plan.outputs)
+        .all(|&t| plan.tensors[t].layout == Layout::Nchw));
+    assert!(report.contains("channel blocks of 16"), "{report}");
     let engine = Engine::new(&gpu, plan).unwrap();
     let summary = engine.summary();
     engine.destroy(&gpu);

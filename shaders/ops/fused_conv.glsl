@@ -53,6 +53,9 @@ layout(set = 0, binding = 0) uniform sampler2D frame_in;
 layout(set = 0, binding = 0) restrict readonly buffer X { sfp x[]; };
 // The same tensor as vectors of four channels (blocked layout).
 layout(set = 0, binding = 0) restrict readonly buffer XV { sfpvec4 xv[]; };
+#ifdef FP16
+layout(set = 0, binding = 0) restrict readonly buffer XQ { uvec4 xq[]; };
+#endif
 #endif
 layout(set = 0, binding = 2) restrict readonly buffer B { sfp bias[]; };
 layout(set = 0, binding = 3) restrict readonly buffer R { sfp residual[]; };
@@ -75,8 +78,16 @@ layout(push_constant) uniform Push {
 } p;
 
 // The input tile of one chunk: [row][column][channel], channels innermost, so a run of pixels'
-// channel vectors is one strided matrix (the coopmat path loads it as such).
+// channel vectors is one strided matrix (the coopmat path loads it as such). With STAGE_VEC4
+// (the matrix kernel, CHUNK = 16) it is held as vectors of four channels with S_PAD channels
+// of padding per pixel: the stores are vectors, and with a 48-byte pixel stride the 16 rows of
+// a matrix load fall in different shared-memory banks.
+#ifdef STAGE_VEC4
+const uint S_STRIDE = CHUNK + S_PAD;
+shared sfpvec4 s_in[TILE_ROWS * TILE_COLS * S_STRIDE / 4u];
+#else
 shared sfp s_in[TILE_ROWS * TILE_COLS * CHUNK];
+#endif
 
 // Stages input channels c0..c0+CHUNK of the work group's tile (zero outside the image and past
 // the last channel): one pixel's CHUNK channels per step, so the frame's texel is fetched once
@@ -96,8 +107,9 @@ void stage_chunk(uint c0, uint lid, uint threads) {
         if (inside) {
             texel = texelFetch(frame_in, ivec2(ix, iy), 0);
         }
+        sfp v[CHUNK];
         [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
-            s_in[r * CHUNK + c] = sfp(c0 + c < 3u ? texel[min(c0 + c, 3u)] : 0.0);
+            v[c] = sfp(c0 + c < 3u ? texel[min(c0 + c, 3u)] : 0.0);
         }
 #else
         uint at = inside ? uint(iy) * p.in_w + uint(ix) : 0u;
@@ -105,6 +117,19 @@ void stage_chunk(uint c0, uint lid, uint threads) {
         // All CHUNK loads are issued before the first store (no branch between them where the
         // pixel is inside and the chunk is whole: the common case).
         sfp v[CHUNK];
+#ifdef FP16
+        if (IN_BLOCKED && CHUNK % 8u == 0u) {
+            // Eight halves per 16-byte load.
+            uint at8 = tensor_index(true, c0, at, plane_in) / 8u;
+            [[unroll]] for (uint q = 0u; q < CHUNK / 8u; ++q) {
+                uvec4 u = inside ? xq[at8 + q] : uvec4(0u);
+                [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+                    f16vec2 h = unpackFloat2x16(u[e / 2u]);
+                    v[q * 8u + e] = c0 + q * 8u + e < p.ic ? h[e % 2u] : sfp(0.0);
+                }
+            }
+        } else
+#endif
         if (IN_BLOCKED && CHUNK % 4u == 0u) {
             // A chunk lies within one block (CHUNK divides 16): CHUNK / 4 vector loads.
             uint at4 = tensor_index(true, c0, at, plane_in) / 4u;
@@ -127,6 +152,13 @@ void stage_chunk(uint c0, uint lid, uint threads) {
                 }
             }
         }
+#endif
+#ifdef STAGE_VEC4
+        [[unroll]] for (uint q = 0u; q < CHUNK / 4u; ++q) {
+            s_in[r * (S_STRIDE / 4u) + q] =
+                sfpvec4(v[q * 4u], v[q * 4u + 1u], v[q * 4u + 2u], v[q * 4u + 3u]);
+        }
+#else
         [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
             s_in[r * CHUNK + c] = v[c];
         }
@@ -168,22 +200,27 @@ vec3 base_value(uint x, uint y) {
     return r;
 }
 
+// The tail for output pixel (bi, bj) of low-resolution pixel (ox, oy)'s BLOCK × BLOCK.
+void store_tail_at(uint ox, uint oy, uint bi, uint bj, float sums[OC_TILE]) {
+    const uint C = 3u;
+    uint x = ox * BLOCK + bj;
+    uint y = oy * BLOCK + bi;
+    vec3 base = BASE ? base_value(x, y) : vec3(0.0);
+    vec3 v;
+    for (uint c = 0u; c < C; ++c) {
+        uint ch = CRD ? (c * BLOCK * BLOCK + bi * BLOCK + bj) : ((bi * BLOCK + bj) * C + c);
+        float d = conv_out(ch, sums[ch]);
+        v[c] = BASE ? float(sfp(d + base[c])) : d;
+    }
+    vec3 q = floor(clamp(v, 0.0, 1.0) * 255.0 + 0.5) / 255.0;
+    imageStore(frame_out, ivec2(x, y), vec4(q, 1.0));
+}
+
 // The tail for one low-resolution pixel: its BLOCK × BLOCK output pixels.
 void store_tail(uint ox, uint oy, float sums[OC_TILE]) {
-    const uint C = 3u;
     for (uint bi = 0u; bi < BLOCK; ++bi) {
         for (uint bj = 0u; bj < BLOCK; ++bj) {
-            uint x = ox * BLOCK + bj;
-            uint y = oy * BLOCK + bi;
-            vec3 base = BASE ? base_value(x, y) : vec3(0.0);
-            vec3 v;
-            for (uint c = 0u; c < C; ++c) {
-                uint ch = CRD ? (c * BLOCK * BLOCK + bi * BLOCK + bj) : ((bi * BLOCK + bj) * C + c);
-                float d = conv_out(ch, sums[ch]);
-                v[c] = BASE ? float(sfp(d + base[c])) : d;
-            }
-            vec3 q = floor(clamp(v, 0.0, 1.0) * 255.0 + 0.5) / 255.0;
-            imageStore(frame_out, ivec2(x, y), vec4(q, 1.0));
+            store_tail_at(ox, oy, bi, bj, sums);
         }
     }
 }

@@ -6,7 +6,7 @@
 // one row (a segment), columns (N) the output channels, depth (K) the input channels of one
 // kernel tap: for tap (ky, kx) the A matrix is the staged tile's channel vectors of pixels
 // x + kx .. x + kx + CM_M - 1 on row y + ky, one strided load from shared memory (channels
-// innermost, so every row starts 32-byte aligned). The shape (CM_M, CM_N, CM_K) is chosen at
+// innermost, each pixel's 16 padded to 24 so that the load's rows fall in different banks). The shape (CM_M, CM_N, CM_K) is chosen at
 // load time from what the device offers. A work group of four subgroups computes a
 // TILE_W × TILE_H tile for one block of 16 output channels; each subgroup owns SEGS segments
 // and their accumulators for the whole reduction. Where the output is in channel blocks and a
@@ -19,6 +19,9 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_control_flow_attributes : require
 #define FP16
+#define STAGE_VEC4
+// Channels of padding per staged pixel (infer::ops::fused_conv::Tiling::pad).
+layout(constant_id = 19) const uint S_PAD = 8u;
 #include "ops/fused_conv.glsl"
 
 layout(constant_id = 14) const uint CM_M = 16u;
@@ -27,7 +30,7 @@ layout(constant_id = 16) const uint CM_K = 16u;
 layout(constant_id = 17) const uint SUBGROUP = 32u;
 layout(constant_id = 18) const uint SEGS = 8u;
 
-layout(local_size_x_id = 19) in;
+layout(local_size_x_id = 20) in;
 
 const uint SUBGROUPS = 4u;
 const uint N_TILES = OC_TILE / CM_N;
@@ -45,8 +48,6 @@ shared float s_out[SUBGROUPS * CM_M * OC_TILE];
 // The block's biases repeated on CM_M rows: the accumulator the direct store starts from.
 shared float s_bias[CM_M * OC_TILE];
 
-// The output in channel blocks, and a residual (if any) too: the direct store applies.
-const bool DIRECT = OUT_BLOCKED && (!RESIDUAL || RES_BLOCKED);
 
 void main() {
     uint sg = gl_SubgroupID;
@@ -59,7 +60,11 @@ void main() {
         }
     }
 #ifndef IMAGE_OUT
-    if (DIRECT) {
+    // The output in channel blocks, and a residual (if any) too: the direct store applies.
+    // (A local, not a global constant: glslang emits a global's short-circuit initializer as
+    // code, and in the image_out variant it put that code after main's return.)
+    bool direct = OUT_BLOCKED && (!RESIDUAL || RES_BLOCKED);
+    if (direct) {
         // Read after the first staging barrier below.
         for (uint i = gl_LocalInvocationIndex; i < CM_M * OC_TILE; i += SUBGROUPS * SUBGROUP) {
             uint oc = ob * OC_TILE + i % OC_TILE;
@@ -86,8 +91,8 @@ void main() {
                     uint row = seg / SEGS_PER_ROW + ky;
                     uint col = (seg % SEGS_PER_ROW) * CM_M + kx;
                     coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> a;
-                    coopMatLoad(a, s_in, (row * TILE_COLS + col) * CHUNK + kt * CM_K, CHUNK,
-                                gl_CooperativeMatrixLayoutRowMajor);
+                    coopMatLoad(a, s_in, ((row * TILE_COLS + col) * S_STRIDE + kt * CM_K) / 4u,
+                                S_STRIDE / 4u, gl_CooperativeMatrixLayoutRowMajor);
                     [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
                         acc[s][n] = coopMatMulAdd(a, b[n], acc[s][n]);
                     }
@@ -98,7 +103,7 @@ void main() {
     uint scratch = sg * CM_M * OC_TILE;
     [[unroll]] for (uint s = 0u; s < SEGS; ++s) {
 #ifndef IMAGE_OUT
-        if (DIRECT) {
+        if (direct) {
             uint seg = sg * SEGS + s;
             uint oy = gl_WorkGroupID.y * TILE_H + seg / SEGS_PER_ROW;
             uint ox0 = gl_WorkGroupID.x * TILE_W + (seg % SEGS_PER_ROW) * CM_M;

@@ -18,6 +18,10 @@ use crate::shader;
 
 /// Output channels per work group (the shaders' OC_TILE).
 pub const OC_TILE: usize = 16;
+/// Channels of padding per staged pixel in the matrix kernel (its S_PAD) where it stores
+/// directly: a 48-byte pixel stride puts the 16 rows of a matrix load in different
+/// shared-memory banks.
+const COOPMAT_PAD: usize = 8;
 /// Output columns of the packed path's tile (16 invocations × 4 pixels) and its rows.
 const PACKED_TILE: [usize; 2] = [64, 8];
 
@@ -55,6 +59,8 @@ pub struct Tiling {
     pub chunk: usize,
     /// Input channels rounded up to whole chunks: the weights' channel stride.
     pub icp: usize,
+    /// Channels of padding per staged pixel in shared memory (the matrix kernel's S_PAD).
+    pub pad: usize,
 }
 
 impl Tiling {
@@ -62,7 +68,7 @@ impl Tiling {
     pub fn shared_bytes(&self, kernel: [usize; 2], kind: Kernel, precision: Precision) -> usize {
         let rows = self.tile_h + kernel[0] - 1;
         let cols = self.tile_w + kernel[1] - 1;
-        let input = rows * cols * self.chunk * precision.size() as usize;
+        let input = rows * cols * (self.chunk + self.pad) * precision.size() as usize;
         match kind {
             Kernel::Packed => input,
             // Four subgroups' scratch, and the bias tile.
@@ -82,6 +88,7 @@ pub fn tiling(
     kind: Kernel,
     precision: Precision,
     max_shared: usize,
+    tail: bool,
 ) -> Option<Tiling> {
     let fits = |t: &Tiling| t.shared_bytes(kernel, kind, precision) <= max_shared;
     let icp = |chunk: usize| ic.div_ceil(chunk) * chunk;
@@ -96,6 +103,7 @@ pub fn tiling(
                     tile_h: PACKED_TILE[1],
                     chunk,
                     icp: icp(chunk),
+                    pad: 0,
                 })
                 .find(fits)
         }
@@ -107,19 +115,32 @@ pub fn tiling(
                     tile_h,
                     chunk: 16,
                     icp: icp(16),
+                    pad: if tail { 0 } else { COOPMAT_PAD },
                 })
                 // Every subgroup owns at least one whole segment.
                 .filter(|t| (t.tile_w / cm.m * t.tile_h) % 4 == 0)
                 .filter(fits)
                 .collect();
-            // Short tiles make many work groups, which hide the staging's latency (measured
-            // on the H200 at 960x540: a 3x3 16->16 conv took 0.121 ms with 8 rows, 0.080 with
-            // 2, 0.090 with 1); the shortest whose staged rows are at most twice its own (the
-            // halo's share): 2 rows for 3x3, 4 for 5x5.
+            // Measured on the H200 at 960x540 (quality_x2, fp16): short tiles make many work
+            // groups, which hide the staging's latency, and taller ones stage less halo. A
+            // conv that stores its accumulators directly (no tail) is fastest with 4 rows and
+            // padded staging (3x3 16->16: 0.036 ms; 2 rows 0.050, 8 rows 0.046; unpadded 0.040
+            // with 4 rows); a tail, whose scalar epilogue dominates, with the smaller footprint:
+            // unpadded and 2 rows for 3x3, 4 for 5x5 (the 5x5 tail: 0.104 ms; 0.153 padded,
+            // 0.122 with 2 rows, 0.139 with 8). The rule: the shortest tile whose staged rows
+            // are at most 1.5 times its own (direct store) or twice (tail).
+            let halo_share = |t: &&Tiling| {
+                let staged = t.tile_h + kernel[0] - 1;
+                if tail {
+                    staged <= 2 * t.tile_h
+                } else {
+                    2 * staged <= 3 * t.tile_h
+                }
+            };
             fitting
                 .iter()
                 .rev()
-                .find(|t| t.tile_h + kernel[0] - 1 <= 2 * t.tile_h)
+                .find(halo_share)
                 .or(fitting.first())
                 .copied()
         }
@@ -298,7 +319,9 @@ impl FusedConv {
         ];
         if let Kernel::CoopMat(cm) = self.kernel {
             let segs = t.tile_w / cm.m * t.tile_h / 4;
-            spec.extend([cm.m, cm.n, cm.k, cm.subgroup, segs, 4 * cm.subgroup].map(|v| v as u32));
+            spec.extend(
+                [cm.m, cm.n, cm.k, cm.subgroup, segs, t.pad, 4 * cm.subgroup].map(|v| v as u32),
+            );
         }
         spec
     }
@@ -498,39 +521,52 @@ mod tests {
     #[test]
     fn packed_tiling_takes_the_largest_chunk_that_fits() {
         // 3x3 over 16 channels in fp16: 10 x 66 x 16 halves = 21 KB.
-        let t = tiling(16, [3, 3], Kernel::Packed, Precision::Fp16, 32768).unwrap();
+        let t = tiling(16, [3, 3], Kernel::Packed, Precision::Fp16, 32768, false).unwrap();
         assert_eq!((t.chunk, t.icp, t.tile_w, t.tile_h), (16, 16, 64, 8));
         // fp32 5x5 over 16 channels: 16 channels would need 52 KB; 8 fit in 26 KB.
-        let t = tiling(16, [5, 5], Kernel::Packed, Precision::Fp32, 32768).unwrap();
+        let t = tiling(16, [5, 5], Kernel::Packed, Precision::Fp32, 32768, false).unwrap();
         assert_eq!((t.chunk, t.icp), (8, 16));
         // Three channels (RGB): a chunk of 4, padded once.
-        let t = tiling(3, [5, 5], Kernel::Packed, Precision::Fp32, 32768).unwrap();
+        let t = tiling(3, [5, 5], Kernel::Packed, Precision::Fp32, 32768, false).unwrap();
         assert_eq!((t.chunk, t.icp), (4, 4));
         // 13 channels in chunks of 8: the weights are padded to 16.
-        let t = tiling(13, [3, 3], Kernel::Packed, Precision::Fp32, 24000).unwrap();
+        let t = tiling(13, [3, 3], Kernel::Packed, Precision::Fp32, 24000, false).unwrap();
         assert_eq!((t.chunk, t.icp), (8, 16));
-        assert!(tiling(3, [65, 65], Kernel::Packed, Precision::Fp32, 32768).is_none());
+        assert!(tiling(3, [65, 65], Kernel::Packed, Precision::Fp32, 32768, false).is_none());
     }
 
     #[test]
     fn coopmat_tiling_stages_sixteen_channels_and_shortens_the_tile() {
-        // 5x5: 4 rows (8 staged), 3x3: 2 rows (4 staged).
-        let t = tiling(16, [5, 5], Kernel::CoopMat(CM), Precision::Fp16, 49152).unwrap();
-        assert_eq!((t.chunk, t.tile_w, t.tile_h), (16, 64, 4));
-        assert!(t.shared_bytes([5, 5], Kernel::CoopMat(CM), Precision::Fp16) <= 49152);
-        let t = tiling(16, [3, 3], Kernel::CoopMat(CM), Precision::Fp16, 49152).unwrap();
+        let cm = Kernel::CoopMat(CM);
+        // Direct store: padded staging, 4 rows for 3x3 (6 staged), 8 for 5x5 (12 staged).
+        let t = tiling(16, [3, 3], cm, Precision::Fp16, 49152, false).unwrap();
+        assert_eq!((t.chunk, t.tile_w, t.tile_h, t.pad), (16, 64, 4, 8));
+        let t = tiling(16, [5, 5], cm, Precision::Fp16, 49152, false).unwrap();
+        assert_eq!(t.tile_h, 8);
+        assert!(t.shared_bytes([5, 5], cm, Precision::Fp16) <= 49152);
+        // A tail: unpadded, 2 rows for 3x3 (4 staged), 4 for 5x5 (8 staged).
+        let t = tiling(16, [3, 3], cm, Precision::Fp16, 49152, true).unwrap();
+        assert_eq!((t.tile_h, t.pad), (2, 0));
+        let t = tiling(12, [5, 5], cm, Precision::Fp16, 49152, true).unwrap();
+        assert_eq!((t.icp, t.tile_h, t.pad), (16, 4, 0));
+        // A 9x9 kernel wants 16 rows, which do not fit here: the tallest that does.
+        let t = tiling(16, [9, 9], cm, Precision::Fp16, 40000, false).unwrap();
         assert_eq!(t.tile_h, 2);
-        // A 9x9 kernel wants 8 rows, which do not fit here: the tallest that does.
-        let t = tiling(16, [9, 9], Kernel::CoopMat(CM), Precision::Fp16, 29000).unwrap();
-        assert_eq!(t.tile_h, 2);
-        // (2 + 4) rows x 68 columns x 16 halves + 5 KB of scratch and bias tile = 18176
-        // bytes; 4 rows would need 22528.
-        let t = tiling(3, [5, 5], Kernel::CoopMat(CM), Precision::Fp16, 19000).unwrap();
+        // (2 + 4) rows x 68 columns x (16 + 8 padding) halves + 5 KB of scratch and bias
+        // tile = 24704 bytes; 4 rows would need 31232.
+        let t = tiling(3, [5, 5], cm, Precision::Fp16, 26000, false).unwrap();
         assert_eq!((t.icp, t.tile_h), (16, 2));
         // 32-pixel rows: two segments per row, so a tile needs at least two rows.
         let wide = CoopMat { m: 32, ..CM };
-        let t = tiling(16, [3, 3], Kernel::CoopMat(wide), Precision::Fp16, 19000).unwrap();
-        assert_eq!(t.tile_h, 2);
+        let t = tiling(
+            16,
+            [3, 3],
+            Kernel::CoopMat(wide),
+            Precision::Fp16,
+            24000,
+            false,
+        );
+        assert_eq!(t.unwrap().tile_h, 2);
     }
 
     #[test]

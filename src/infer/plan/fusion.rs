@@ -98,18 +98,23 @@ impl<'g> Builder<'g> {
     /// channels, else the packed path; None when no tile fits. (Below that the zero padding
     /// costs more than the matrix units save: the 3-channel 5x5 conv of quality_x2 at 960x540
     /// took 0.209 ms on the matrix units of the H200, 0.089 ms packed in fp32.)
-    fn kernel_for(&self, g: &Geometry) -> Option<(Kernel, Tiling)> {
+    fn kernel_for(&self, g: &Geometry, tail: bool) -> Option<(Kernel, Tiling)> {
         let o = &self.options;
         let max = o.max_shared_memory;
         let coop = match (o.coopmat, o.precision) {
-            (Some(cm), Precision::Fp16) if g.in_c > 8 => {
-                fused_conv::tiling(g.in_c, g.kernel, Kernel::CoopMat(cm), o.precision, max)
-                    .map(|t| (Kernel::CoopMat(cm), t))
-            }
+            (Some(cm), Precision::Fp16) if g.in_c > 8 => fused_conv::tiling(
+                g.in_c,
+                g.kernel,
+                Kernel::CoopMat(cm),
+                o.precision,
+                max,
+                tail,
+            )
+            .map(|t| (Kernel::CoopMat(cm), t)),
             _ => None,
         };
         coop.or_else(|| {
-            fused_conv::tiling(g.in_c, g.kernel, Kernel::Packed, o.precision, max)
+            fused_conv::tiling(g.in_c, g.kernel, Kernel::Packed, o.precision, max, tail)
                 .map(|t| (Kernel::Packed, t))
         })
     }
@@ -131,7 +136,7 @@ impl<'g> Builder<'g> {
             ));
             return Ok(None);
         }
-        let Some((kernel, tiling)) = self.kernel_for(&g) else {
+        let Some((mut kernel, mut tiling)) = self.kernel_for(&g, false) else {
             self.notes.push(format!(
                 "{name}: a {:?} kernel's tile does not fit {} bytes of shared memory: the direct kernel",
                 g.kernel, self.options.max_shared_memory
@@ -167,6 +172,10 @@ impl<'g> Builder<'g> {
                 absorbed.extend(nodes);
                 last = &graph.nodes[end];
                 out_shape = vec![1, 3, g.out_h * tail.block, g.out_w * tail.block];
+                // The tail's tiling (it needs no more shared memory than the one that fit).
+                if let Some(t) = self.kernel_for(&g, true) {
+                    (kernel, tiling) = t;
+                }
             }
         }
         for &n in &absorbed {
