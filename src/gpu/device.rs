@@ -7,7 +7,7 @@ use ash::{ext, khr, vk};
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
 use super::instance::{Instance, Validation, ValidationCounter};
-use super::{Error, Result};
+use super::{Destroy as _, Error, Result};
 
 /// What the rest of the program may want to know about the device, read once.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -582,27 +582,31 @@ impl Gpu {
             .queue_family_index(self.queue_family)
             .flags(vk::CommandPoolCreateFlags::TRANSIENT);
         unsafe {
-            let pool = self.device.create_command_pool(&pool_info, None)?;
+            // Guarded: each `?` below releases what was made (the pool frees its buffer).
+            let pool = self
+                .device
+                .create_command_pool(&pool_info, None)?
+                .guard(self);
             let alloc = vk::CommandBufferAllocateInfo::default()
-                .command_pool(pool)
+                .command_pool(*pool)
                 .level(vk::CommandBufferLevel::PRIMARY)
                 .command_buffer_count(1);
             let cmd = self.device.allocate_command_buffers(&alloc)?[0];
+            crate::fault::check("fence", "one-shot submission")?;
             let fence = self
                 .device
-                .create_fence(&vk::FenceCreateInfo::default(), None)?;
+                .create_fence(&vk::FenceCreateInfo::default(), None)?
+                .guard(self);
             let run = (|| -> Result<()> {
                 super::frame::begin(self, cmd)?;
                 record(cmd);
                 self.device.end_command_buffer(cmd)?;
                 let cmds = [cmd];
                 let submit = vk::SubmitInfo::default().command_buffers(&cmds);
-                self.device.queue_submit(self.queue, &[submit], fence)?;
-                self.device.wait_for_fences(&[fence], true, u64::MAX)?;
+                self.device.queue_submit(self.queue, &[submit], *fence)?;
+                self.device.wait_for_fences(&[*fence], true, u64::MAX)?;
                 Ok(())
             })();
-            self.device.destroy_fence(fence, None);
-            self.device.destroy_command_pool(pool, None);
             run
         }
     }

@@ -113,6 +113,24 @@ impl Destroy for vk::ImageView {
     }
 }
 
+impl Destroy for vk::ShaderModule {
+    fn destroy_with(self, gpu: &Gpu) {
+        unsafe { gpu.device.destroy_shader_module(self, None) }
+    }
+}
+
+impl Destroy for vk::PipelineLayout {
+    fn destroy_with(self, gpu: &Gpu) {
+        unsafe { gpu.device.destroy_pipeline_layout(self, None) }
+    }
+}
+
+impl Destroy for vk::DescriptorSetLayout {
+    fn destroy_with(self, gpu: &Gpu) {
+        unsafe { gpu.device.destroy_descriptor_set_layout(self, None) }
+    }
+}
+
 impl Destroy for vk::Semaphore {
     fn destroy_with(self, gpu: &Gpu) {
         unsafe { gpu.device.destroy_semaphore(self, None) }
