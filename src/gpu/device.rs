@@ -140,6 +140,16 @@ impl TeardownWatch {
     }
 }
 
+/// The teardown of the last `Gpu` dropped in this process, validation errors counted over its
+/// whole life: what a caller reads when the context was dropped inside a constructor that
+/// failed (a session whose start-up stopped), where no [`TeardownWatch`] could be taken.
+static LAST_TEARDOWN: Mutex<Option<Teardown>> = Mutex::new(None);
+
+/// See [`LAST_TEARDOWN`]; None until a `Gpu` has been dropped.
+pub fn last_teardown() -> Option<Teardown> {
+    *LAST_TEARDOWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Gpu {
     /// `device_filter`: empty picks the best device (discrete first); otherwise a decimal index
     /// or a case-insensitive part of the device name (config key `gpu.device`).
@@ -290,6 +300,10 @@ impl Drop for Gpu {
             self.instance.destroy();
             // Last: a watch reports only once the device's own validation messages are in.
             let _ = self.leaked.set(leaked);
+            *LAST_TEARDOWN.lock().unwrap_or_else(|e| e.into_inner()) = Some(Teardown {
+                validation_errors: self.instance.counter.errors(),
+                leaked_allocations: leaked,
+            });
         }
     }
 }
