@@ -1,9 +1,9 @@
 //! Faults injected, not waited for: the k-th fallible step (an image, buffer, pipeline,
 //! sampler, imported or exported memory, model load, ONNX Runtime session, CUDA import) of
-//! start-up, of a pattern switch and of a model switch is made to fail, for every k along each
-//! path. Each run must recover (fall back or keep the previous state, saying why) or stop with
-//! the fault's message, and leave 0 leaked allocations and 0 validation errors through
-//! teardown. On lavapipe with validation; tiny sizes (32x18 -> 64x36).
+//! start-up, of a pattern, model or precision switch and of turning the compare view on is made
+//! to fail, for every k along each path. Each run must recover (fall back or keep the previous
+//! state, saying why) or stop with the fault's message, and leave 0 leaked allocations and 0
+//! validation errors through teardown. On lavapipe with validation; tiny sizes (32x18 -> 64x36).
 //!
 //! The step counter is global, so everything runs in one test, one armed stretch at a time.
 
@@ -16,6 +16,7 @@ use upscale_demo::app::config::Config;
 use upscale_demo::app::headless::Runner;
 use upscale_demo::fault::{self, Fault, Record};
 use upscale_demo::gpu::device::last_teardown;
+use upscale_demo::infer::PrecisionChoice;
 use upscale_demo::upscale::Pattern;
 
 fn root() -> PathBuf {
@@ -110,8 +111,12 @@ fn start_up(
                 r.session.gpu.instance.validation_enabled,
                 common::expect_validation()
             );
+            // Frames pass no injection point: the checks stay off the per-frame path.
+            fault::start(None);
             let mut n = 0;
             frames(&mut r, &mut n, 2);
+            let per_frame = fault::stop().steps;
+            assert!(per_frame.is_empty(), "steps in a frame: {per_frame:?}");
             Ok(said(&r))
         }
         Err(e) => Err(format!("{e:#}")),
@@ -274,6 +279,28 @@ fn pattern_switches(tallies: &mut Vec<(String, Tally)>) {
     );
 }
 
+/// The in-stream engine's precision switched (fp32, then back to auto), on one device.
+fn precision_switch(tallies: &mut Vec<(String, Tally)>) {
+    let mut r = Runner::new(&config("host"), Pattern::InStream).unwrap();
+    assert_eq!(r.session.renderer.pattern(), Pattern::InStream);
+    let label = "precision switch auto -> fp32 on in-stream".to_string();
+    let tally = switch_path(
+        &mut r,
+        &label,
+        &|r| r.session.switch_precision(PrecisionChoice::Fp32),
+        &|r| r.session.switch_precision(PrecisionChoice::Auto).unwrap(),
+    );
+    tallies.push((label, tally));
+    let errors = r.session.gpu.validation_errors();
+    drop(r);
+    let t = last_teardown().unwrap();
+    assert_eq!(
+        (t.leaked_allocations, t.validation_errors, errors),
+        (0, 0, 0),
+        "precision switch: teardown"
+    );
+}
+
 /// The compare view turned on next to bilinear, each right side it can show, on one device.
 fn compare_view(tallies: &mut Vec<(String, Tally)>) {
     let mut r = Runner::new(&config("host"), Pattern::Bilinear).unwrap();
@@ -380,6 +407,7 @@ fn every_fallible_step_of_start_up_and_switches_fails_cleanly() {
     cuda_domain(&mut tallies);
     pattern_switches(&mut tallies);
     model_switches(&mut tallies);
+    precision_switch(&mut tallies);
     compare_view(&mut tallies);
     for (label, tally) in &tallies {
         println!("{}", tally.line(label));
