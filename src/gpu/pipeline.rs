@@ -131,7 +131,7 @@ pub fn compute_full(
     spec: &[u32],
     full_subgroups: Option<u32>,
 ) -> Result<Pipeline> {
-    // Guarded: a failure below releases the layouts; the module goes once the pipeline exists.
+    // Guarded: a failure below releases the layouts; the module goes after the create call.
     let layouts = layout(
         gpu,
         name,
@@ -209,7 +209,7 @@ pub struct GraphicsDesc<'a> {
 
 pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
     let stages_flags = vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT;
-    // Guarded: a failure below releases the layouts; the modules go once the pipeline exists.
+    // Guarded: a failure below releases the layouts; the modules go after the create call.
     let layouts = layout(gpu, desc.name, desc.bindings, stages_flags, desc.push_size)?.guard(gpu);
     let vs = shader_module(gpu, desc.name, desc.vertex)?.guard(gpu);
     let fs = shader_module(gpu, desc.name, desc.fragment)?.guard(gpu);
