@@ -2,6 +2,7 @@
 //! three ways of joining a renderer and an ML runtime (see README.md).
 
 pub mod app;
+pub mod fault;
 pub mod game;
 pub mod gpu;
 pub mod infer;

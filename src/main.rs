@@ -50,6 +50,7 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    upscale_demo::fault::arm_from_env()?;
     let config = load_config(cli.config.as_deref())?;
     let config_file = cli.config.as_ref().map_or_else(
         || paths::root().join("config.toml").display().to_string(),

@@ -4,7 +4,7 @@ use ash::vk;
 use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme};
 use gpu_allocator::MemoryLocation;
 
-use super::{Gpu, Result};
+use super::{Destroy as _, Gpu, Result};
 
 pub struct Buffer {
     pub raw: vk::Buffer,
@@ -22,30 +22,28 @@ impl Buffer {
         location: MemoryLocation,
     ) -> Result<Self> {
         let info = vk::BufferCreateInfo::default().size(size).usage(usage);
-        let raw = unsafe { gpu.device.create_buffer(&info, None)? };
-        let requirements = unsafe { gpu.device.get_buffer_memory_requirements(raw) };
-        let allocation = gpu.allocator().allocate(&AllocationCreateDesc {
-            name,
-            requirements,
-            location,
-            linear: true,
-            allocation_scheme: AllocationScheme::GpuAllocatorManaged,
-        });
-        let allocation = match allocation {
-            Ok(a) => a,
-            Err(e) => {
-                unsafe { gpu.device.destroy_buffer(raw, None) };
-                return Err(e.into());
-            }
-        };
+        // Guarded: a failure below releases the buffer and its memory.
+        let raw = unsafe { gpu.device.create_buffer(&info, None)? }.guard(gpu);
+        let requirements = unsafe { gpu.device.get_buffer_memory_requirements(*raw) };
+        crate::fault::check("buffer memory", name)?;
+        let allocation = gpu
+            .allocator()
+            .allocate(&AllocationCreateDesc {
+                name,
+                requirements,
+                location,
+                linear: true,
+                allocation_scheme: AllocationScheme::GpuAllocatorManaged,
+            })?
+            .guard(gpu);
         unsafe {
             gpu.device
-                .bind_buffer_memory(raw, allocation.memory(), allocation.offset())?
+                .bind_buffer_memory(*raw, allocation.memory(), allocation.offset())?
         };
-        gpu.name(raw, name);
+        gpu.name(*raw, name);
         Ok(Self {
-            raw,
-            allocation,
+            raw: raw.keep(),
+            allocation: allocation.keep(),
             size,
         })
     }

@@ -7,7 +7,7 @@ use ash::{ext, khr, vk};
 use gpu_allocator::vulkan::{Allocator, AllocatorCreateDesc};
 
 use super::instance::{Instance, Validation, ValidationCounter};
-use super::{Error, Result};
+use super::{Destroy as _, Error, Result};
 
 /// What the rest of the program may want to know about the device, read once.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -138,6 +138,16 @@ impl TeardownWatch {
     pub fn total_validation_errors(&self) -> u32 {
         self.counter.errors()
     }
+}
+
+/// The teardown of the last `Gpu` dropped in this process, validation errors counted over its
+/// whole life: what a caller reads when the context was dropped inside a constructor that
+/// failed (a session whose start-up stopped), where no [`TeardownWatch`] could be taken.
+static LAST_TEARDOWN: Mutex<Option<Teardown>> = Mutex::new(None);
+
+/// See [`LAST_TEARDOWN`]; None until a `Gpu` has been dropped.
+pub fn last_teardown() -> Option<Teardown> {
+    *LAST_TEARDOWN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Gpu {
@@ -290,6 +300,10 @@ impl Drop for Gpu {
             self.instance.destroy();
             // Last: a watch reports only once the device's own validation messages are in.
             let _ = self.leaked.set(leaked);
+            *LAST_TEARDOWN.lock().unwrap_or_else(|e| e.into_inner()) = Some(Teardown {
+                validation_errors: self.instance.counter.errors(),
+                leaked_allocations: leaked,
+            });
         }
     }
 }
@@ -582,27 +596,31 @@ impl Gpu {
             .queue_family_index(self.queue_family)
             .flags(vk::CommandPoolCreateFlags::TRANSIENT);
         unsafe {
-            let pool = self.device.create_command_pool(&pool_info, None)?;
+            // Guarded: each `?` below releases what was made (the pool frees its buffer).
+            let pool = self
+                .device
+                .create_command_pool(&pool_info, None)?
+                .guard(self);
             let alloc = vk::CommandBufferAllocateInfo::default()
-                .command_pool(pool)
+                .command_pool(*pool)
                 .level(vk::CommandBufferLevel::PRIMARY)
                 .command_buffer_count(1);
             let cmd = self.device.allocate_command_buffers(&alloc)?[0];
+            crate::fault::check("fence", "one-shot submission")?;
             let fence = self
                 .device
-                .create_fence(&vk::FenceCreateInfo::default(), None)?;
+                .create_fence(&vk::FenceCreateInfo::default(), None)?
+                .guard(self);
             let run = (|| -> Result<()> {
                 super::frame::begin(self, cmd)?;
                 record(cmd);
                 self.device.end_command_buffer(cmd)?;
                 let cmds = [cmd];
                 let submit = vk::SubmitInfo::default().command_buffers(&cmds);
-                self.device.queue_submit(self.queue, &[submit], fence)?;
-                self.device.wait_for_fences(&[fence], true, u64::MAX)?;
+                self.device.queue_submit(self.queue, &[submit], *fence)?;
+                self.device.wait_for_fences(&[*fence], true, u64::MAX)?;
                 Ok(())
             })();
-            self.device.destroy_fence(fence, None);
-            self.device.destroy_command_pool(pool, None);
             run
         }
     }

@@ -14,6 +14,8 @@ pub enum Error {
     NoDevice(String),
     #[error("{0}")]
     Missing(String),
+    #[error(transparent)]
+    Fault(#[from] crate::fault::Fault),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -153,6 +153,7 @@ fn allocate(
     name: &str,
     support: BufferExport,
 ) -> Result<(vk::DeviceMemory, u64, bool)> {
+    crate::fault::check("exportable memory", name)?;
     let mut dedicated_req = vk::MemoryDedicatedRequirements::default();
     let mut req2 = vk::MemoryRequirements2::default().push_next(&mut dedicated_req);
     let info = vk::BufferMemoryRequirementsInfo2::default().buffer(buffer);
@@ -201,6 +202,7 @@ pub struct ExportTimeline {
 impl ExportTimeline {
     pub fn new(gpu: &Gpu, name: &str) -> Result<Self> {
         timeline_export_support(gpu)?;
+        crate::fault::check("exportable semaphore", name)?;
         let mut export = vk::ExportSemaphoreCreateInfo::default().handle_types(SEMAPHORE_HANDLE);
         let mut timeline = vk::SemaphoreTypeCreateInfo::default()
             .semaphore_type(vk::SemaphoreType::TIMELINE)

@@ -112,6 +112,7 @@ fn import(
             .allocation_size(size)
             .memory_type_index(type_index)
             .push_next(&mut import);
+        crate::fault::check("host memory import", name)?;
         let memory = unsafe { gpu.device.allocate_memory(&alloc, None)? };
         if let Err(e) = unsafe { gpu.device.bind_buffer_memory(raw, memory, 0) } {
             unsafe { gpu.device.free_memory(memory, None) };

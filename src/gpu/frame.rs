@@ -108,6 +108,7 @@ pub unsafe fn begin(gpu: &Gpu, cmd: vk::CommandBuffer) -> Result<()> {
 /// A timeline semaphore: monotonically increasing values, waited and signalled by the host or
 /// the queue. Created here so every timeline in the program is made the same way.
 pub fn timeline_semaphore(gpu: &Gpu, name: &str) -> Result<vk::Semaphore> {
+    crate::fault::check("timeline semaphore", name)?;
     let mut kind = vk::SemaphoreTypeCreateInfo::default()
         .semaphore_type(vk::SemaphoreType::TIMELINE)
         .initial_value(0);

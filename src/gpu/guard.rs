@@ -113,6 +113,44 @@ impl Destroy for vk::ImageView {
     }
 }
 
+impl Destroy for vk::Image {
+    fn destroy_with(self, gpu: &Gpu) {
+        unsafe { gpu.device.destroy_image(self, None) }
+    }
+}
+
+impl Destroy for vk::Buffer {
+    fn destroy_with(self, gpu: &Gpu) {
+        unsafe { gpu.device.destroy_buffer(self, None) }
+    }
+}
+
+/// gpu-allocator memory. A guarded constructor frees it before destroying the image or buffer
+/// bound to it (reverse order), which Vulkan allows for an object that is not used again.
+impl Destroy for gpu_allocator::vulkan::Allocation {
+    fn destroy_with(self, gpu: &Gpu) {
+        let _ = gpu.allocator().free(self);
+    }
+}
+
+impl Destroy for vk::ShaderModule {
+    fn destroy_with(self, gpu: &Gpu) {
+        unsafe { gpu.device.destroy_shader_module(self, None) }
+    }
+}
+
+impl Destroy for vk::PipelineLayout {
+    fn destroy_with(self, gpu: &Gpu) {
+        unsafe { gpu.device.destroy_pipeline_layout(self, None) }
+    }
+}
+
+impl Destroy for vk::DescriptorSetLayout {
+    fn destroy_with(self, gpu: &Gpu) {
+        unsafe { gpu.device.destroy_descriptor_set_layout(self, None) }
+    }
+}
+
 impl Destroy for vk::Semaphore {
     fn destroy_with(self, gpu: &Gpu) {
         unsafe { gpu.device.destroy_semaphore(self, None) }

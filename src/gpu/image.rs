@@ -5,7 +5,7 @@ use gpu_allocator::vulkan::{Allocation, AllocationCreateDesc, AllocationScheme};
 use gpu_allocator::MemoryLocation;
 
 use super::barrier::{State, Transition};
-use super::{Gpu, Result};
+use super::{Destroy as _, Gpu, Result};
 
 #[derive(Clone, Copy, Debug)]
 pub struct ImageDesc {
@@ -104,25 +104,23 @@ impl Image {
                 .flags(vk::ImageCreateFlags::MUTABLE_FORMAT)
                 .push_next(&mut format_list);
         }
-        let raw = unsafe { gpu.device.create_image(&info, None)? };
-        let requirements = unsafe { gpu.device.get_image_memory_requirements(raw) };
-        let allocation = gpu.allocator().allocate(&AllocationCreateDesc {
-            name,
-            requirements,
-            location: MemoryLocation::GpuOnly,
-            linear: false,
-            allocation_scheme: AllocationScheme::GpuAllocatorManaged,
-        });
-        let allocation = match allocation {
-            Ok(a) => a,
-            Err(e) => {
-                unsafe { gpu.device.destroy_image(raw, None) };
-                return Err(e.into());
-            }
-        };
+        // Guarded: a failure below releases the image and its memory.
+        let raw = unsafe { gpu.device.create_image(&info, None)? }.guard(gpu);
+        let requirements = unsafe { gpu.device.get_image_memory_requirements(*raw) };
+        crate::fault::check("image memory", name)?;
+        let allocation = gpu
+            .allocator()
+            .allocate(&AllocationCreateDesc {
+                name,
+                requirements,
+                location: MemoryLocation::GpuOnly,
+                linear: false,
+                allocation_scheme: AllocationScheme::GpuAllocatorManaged,
+            })?
+            .guard(gpu);
         unsafe {
             gpu.device
-                .bind_image_memory(raw, allocation.memory(), allocation.offset())?
+                .bind_image_memory(*raw, allocation.memory(), allocation.offset())?
         };
         let view_type = if desc.layers > 1 {
             vk::ImageViewType::TYPE_2D_ARRAY
@@ -130,17 +128,18 @@ impl Image {
             vk::ImageViewType::TYPE_2D
         };
         let view_info = vk::ImageViewCreateInfo::default()
-            .image(raw)
+            .image(*raw)
             .view_type(view_type)
             .format(desc.format)
             .subresource_range(desc.range());
+        crate::fault::check("image view", name)?;
         let view = unsafe { gpu.device.create_image_view(&view_info, None)? };
-        gpu.name(raw, name);
+        gpu.name(*raw, name);
         gpu.name(view, name);
         Ok(Self {
-            raw,
+            raw: raw.keep(),
             view,
-            allocation,
+            allocation: allocation.keep(),
             desc,
         })
     }
@@ -217,6 +216,7 @@ pub fn create_sampler_with_bias(
     max_lod: f32,
     mip_lod_bias: f32,
 ) -> Result<vk::Sampler> {
+    crate::fault::check("sampler", name)?;
     let filter = if linear {
         vk::Filter::LINEAR
     } else {

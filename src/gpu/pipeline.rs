@@ -5,7 +5,7 @@ use std::io::Cursor;
 
 use ash::vk;
 
-use super::{Gpu, Result};
+use super::{Destroy as _, Gpu, Result};
 
 /// The SPIR-V of `shaders/<path>`, compiled by build.rs; with a second argument, one of the
 /// shader's variants (`shader!("ops/conv.comp", "fp16")`: built with `-DFP16`, see build.rs).
@@ -78,21 +78,22 @@ pub fn layout(
     let set_info = vk::DescriptorSetLayoutCreateInfo::default()
         .flags(vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR)
         .bindings(&bindings);
-    let set_layout = unsafe { gpu.device.create_descriptor_set_layout(&set_info, None)? };
+    let set_layout =
+        unsafe { gpu.device.create_descriptor_set_layout(&set_info, None)? }.guard(gpu);
     let ranges = [vk::PushConstantRange {
         stage_flags: stages,
         offset: 0,
         size: push_size,
     }];
-    let set_layouts = [set_layout];
+    let set_layouts = [*set_layout];
     let mut info = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
     if push_size > 0 {
         info = info.push_constant_ranges(&ranges);
     }
     let layout = unsafe { gpu.device.create_pipeline_layout(&info, None)? };
-    gpu.name(set_layout, name);
+    gpu.name(*set_layout, name);
     gpu.name(layout, name);
-    Ok((set_layout, layout))
+    Ok((set_layout.keep(), layout))
 }
 
 pub fn compute(
@@ -130,21 +131,23 @@ pub fn compute_full(
     spec: &[u32],
     full_subgroups: Option<u32>,
 ) -> Result<Pipeline> {
-    let (set_layout, layout) = layout(
+    // Guarded: a failure below releases the layouts; the module goes after the create call.
+    let layouts = layout(
         gpu,
         name,
         bindings,
         vk::ShaderStageFlags::COMPUTE,
         push_size,
-    )?;
-    let module = shader_module(gpu, name, spirv)?;
+    )?
+    .guard(gpu);
+    let module = shader_module(gpu, name, spirv)?.guard(gpu);
     let entries = spec_entries(spec);
     let spec_info = vk::SpecializationInfo::default()
         .map_entries(&entries)
         .data(bytemuck::cast_slice(spec));
     let mut stage = vk::PipelineShaderStageCreateInfo::default()
         .stage(vk::ShaderStageFlags::COMPUTE)
-        .module(module)
+        .module(*module)
         .name(c"main");
     if !spec.is_empty() {
         stage = stage.specialization_info(&spec_info);
@@ -158,14 +161,16 @@ pub fn compute_full(
     }
     let info = vk::ComputePipelineCreateInfo::default()
         .stage(stage)
-        .layout(layout);
+        .layout(layouts.1);
+    crate::fault::check("compute pipeline", name)?;
     let result = unsafe {
         gpu.device
             .create_compute_pipelines(vk::PipelineCache::null(), &[info], None)
     };
-    unsafe { gpu.device.destroy_shader_module(module, None) };
+    drop(module);
     let raw = result.map_err(|(_, e)| e)?[0];
     gpu.name(raw, name);
+    let (set_layout, layout) = layouts.keep();
     Ok(Pipeline {
         raw,
         layout,
@@ -204,16 +209,17 @@ pub struct GraphicsDesc<'a> {
 
 pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
     let stages_flags = vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT;
-    let (set_layout, layout) = layout(gpu, desc.name, desc.bindings, stages_flags, desc.push_size)?;
-    let vs = shader_module(gpu, desc.name, desc.vertex)?;
-    let fs = shader_module(gpu, desc.name, desc.fragment)?;
+    // Guarded: a failure below releases the layouts; the modules go after the create call.
+    let layouts = layout(gpu, desc.name, desc.bindings, stages_flags, desc.push_size)?.guard(gpu);
+    let vs = shader_module(gpu, desc.name, desc.vertex)?.guard(gpu);
+    let fs = shader_module(gpu, desc.name, desc.fragment)?.guard(gpu);
     let entries = spec_entries(desc.fragment_spec);
     let spec_info = vk::SpecializationInfo::default()
         .map_entries(&entries)
         .data(bytemuck::cast_slice(desc.fragment_spec));
     let mut fragment = vk::PipelineShaderStageCreateInfo::default()
         .stage(vk::ShaderStageFlags::FRAGMENT)
-        .module(fs)
+        .module(*fs)
         .name(c"main");
     if !desc.fragment_spec.is_empty() {
         fragment = fragment.specialization_info(&spec_info);
@@ -221,17 +227,16 @@ pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
     let stages = [
         vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::VERTEX)
-            .module(vs)
+            .module(*vs)
             .name(c"main"),
         fragment,
     ];
-    let result = create_graphics(gpu, desc, &stages, layout);
-    unsafe {
-        gpu.device.destroy_shader_module(vs, None);
-        gpu.device.destroy_shader_module(fs, None);
-    }
+    crate::fault::check("graphics pipeline", desc.name)?;
+    let result = create_graphics(gpu, desc, &stages, layouts.1);
+    drop((vs, fs));
     let raw = result?;
     gpu.name(raw, desc.name);
+    let (set_layout, layout) = layouts.keep();
     Ok(Pipeline {
         raw,
         layout,

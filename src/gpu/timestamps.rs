@@ -22,6 +22,7 @@ pub struct Span(u32);
 
 impl Timestamps {
     pub fn new(gpu: &Gpu, name: &str) -> Result<Self> {
+        crate::fault::check("query pool", name)?;
         let info = vk::QueryPoolCreateInfo::default()
             .query_type(vk::QueryType::TIMESTAMP)
             .query_count(MAX_SPANS * 2);

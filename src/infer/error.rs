@@ -35,6 +35,8 @@ pub enum InferError {
     Input(String),
     #[error(transparent)]
     Gpu(#[from] crate::gpu::Error),
+    #[error(transparent)]
+    Fault(#[from] crate::fault::Fault),
 }
 
 pub type Result<T> = std::result::Result<T, InferError>;

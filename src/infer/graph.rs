@@ -38,6 +38,7 @@ pub struct Graph {
 
 impl Graph {
     pub fn load(path: &Path) -> Result<Self> {
+        crate::fault::check("model load", &path.display().to_string())?;
         let bytes = std::fs::read(path).map_err(|source| InferError::Io {
             path: path.to_path_buf(),
             error: source,

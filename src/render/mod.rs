@@ -159,6 +159,7 @@ fn egui_renderer(
     let pool_info = vk::CommandPoolCreateInfo::default()
         .queue_family_index(gpu.queue_family)
         .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+    crate::fault::check("command pool", "egui texture uploads")?;
     let egui_pool = unsafe { gpu.device.create_command_pool(&pool_info, None)? };
     gpu.name(egui_pool, "egui texture uploads");
     Ok((egui, egui_pool))

@@ -19,7 +19,7 @@ use super::precision::Precision;
 use super::tensor::Const;
 use crate::gpu::barrier;
 use crate::gpu::pipeline::{self, Binding};
-use crate::gpu::Gpu;
+use crate::gpu::{Destroy as _, Gpu};
 
 /// Index of a runtime tensor in the plan.
 pub type TensorId = usize;
@@ -338,19 +338,17 @@ pub fn upload(
     bytes.resize(bytes.len().next_multiple_of(4).max(4), 0);
     let size = bytes.len() as u64;
     let usage = vk::BufferUsageFlags::STORAGE_BUFFER | vk::BufferUsageFlags::TRANSFER_DST;
-    let buffer = crate::gpu::Buffer::new(gpu, name, size, usage, MemoryLocation::GpuOnly)?;
-    let staging = match crate::gpu::Buffer::with_data(
+    // Guarded: a failure below (the staging buffer, its flush, the copy) releases both; the
+    // staging buffer goes in any case once the copy has completed.
+    let buffer =
+        crate::gpu::Buffer::new(gpu, name, size, usage, MemoryLocation::GpuOnly)?.guard(gpu);
+    let staging = crate::gpu::Buffer::with_data(
         gpu,
         &format!("{name} staging"),
         vk::BufferUsageFlags::TRANSFER_SRC,
         &bytes,
-    ) {
-        Ok(s) => s,
-        Err(e) => {
-            buffer.destroy(gpu);
-            return Err(e.into());
-        }
-    };
+    )?
+    .guard(gpu);
     staging.flush_for_device(gpu)?;
     let result = gpu.one_shot(|cmd| unsafe {
         let region = vk::BufferCopy::default().size(size);
@@ -370,9 +368,9 @@ pub fn upload(
             ),
         );
     });
-    staging.destroy(gpu);
+    drop(staging);
     result?;
-    Ok(buffer)
+    Ok(buffer.keep())
 }
 
 #[cfg(test)]

@@ -79,6 +79,8 @@ pub enum ModelError {
     },
     #[error("{0}")]
     Run(String),
+    #[error(transparent)]
+    Fault(#[from] crate::fault::Fault),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -17,6 +17,7 @@ pub(super) fn session_builder(
     threads: usize,
     cuda: Option<CudaTarget>,
 ) -> Result<ort::session::builder::SessionBuilder, ModelError> {
+    crate::fault::check("ONNX Runtime session", &path.display().to_string())?;
     // `ort::Error<SessionBuilder>` is not Send, so errors become strings right away.
     let builder = Session::builder(env)
         .map_err(|e| invalid_model(path, e.to_string()))?

@@ -19,7 +19,7 @@ use gpu_allocator::MemoryLocation;
 use super::model::OrtModel;
 use super::{FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier::{self, Transition};
-use crate::gpu::{self, Buffer, Gpu, Image};
+use crate::gpu::{self, Buffer, Destroy as _, Gpu, Image};
 use crate::render::FRAMES_IN_FLIGHT;
 
 pub use convert::{nchw_to_rgba8, rgba8_to_nchw};
@@ -30,6 +30,13 @@ struct SlotBuffers {
     readback: Buffer,
     /// Written by the host step, read by submission B's copy.
     upload: Buffer,
+}
+
+impl gpu::Destroy for SlotBuffers {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.readback.destroy(gpu);
+        self.upload.destroy(gpu);
+    }
 }
 
 pub struct CpuRoundtrip {
@@ -52,26 +59,31 @@ impl CpuRoundtrip {
         let out_shape = [1, 3, ro.height as usize, ro.width as usize];
         let in_bytes = ri.width as u64 * ri.height as u64 * 4;
         let out_bytes = ro.width as u64 * ro.height as u64 * 4;
-        let slots = (0..FRAMES_IN_FLIGHT)
-            .map(|i| {
+        // Guarded: a failed buffer releases the slots (and the slot's half) made before it.
+        let slots = gpu::guard::try_collect(
+            gpu,
+            (0..FRAMES_IN_FLIGHT).map(|i| -> gpu::Result<SlotBuffers> {
+                let readback = Buffer::new(
+                    gpu,
+                    &format!("roundtrip readback {i}"),
+                    in_bytes,
+                    vk::BufferUsageFlags::TRANSFER_DST,
+                    MemoryLocation::GpuToCpu,
+                )?
+                .guard(gpu);
+                let upload = Buffer::new(
+                    gpu,
+                    &format!("roundtrip upload {i}"),
+                    out_bytes,
+                    vk::BufferUsageFlags::TRANSFER_SRC,
+                    MemoryLocation::CpuToGpu,
+                )?;
                 Ok(SlotBuffers {
-                    readback: Buffer::new(
-                        gpu,
-                        &format!("roundtrip readback {i}"),
-                        in_bytes,
-                        vk::BufferUsageFlags::TRANSFER_DST,
-                        MemoryLocation::GpuToCpu,
-                    )?,
-                    upload: Buffer::new(
-                        gpu,
-                        &format!("roundtrip upload {i}"),
-                        out_bytes,
-                        vk::BufferUsageFlags::TRANSFER_SRC,
-                        MemoryLocation::CpuToGpu,
-                    )?,
+                    readback: readback.keep(),
+                    upload,
                 })
-            })
-            .collect::<gpu::Result<Vec<_>>>()?;
+            }),
+        )?;
         Ok(Self {
             model,
             slots,

@@ -96,7 +96,10 @@ impl SharedTensor {
     fn new(gpu: &Gpu, name: &str, bytes: u64) -> anyhow::Result<Self> {
         let vk = ExportBuffer::new(gpu, name, bytes, USAGE)
             .with_context(|| format!("allocating the exportable {name}"))?;
-        match import_memory(&vk, gpu) {
+        let imported = crate::fault::check("CUDA memory import", name)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| import_memory(&vk, gpu));
+        match imported {
             Ok((external, ptr)) => Ok(Self { vk, external, ptr }),
             Err(e) => {
                 vk.destroy(gpu);
@@ -327,6 +330,7 @@ fn import_semaphore(
     semaphore: &ExportTimeline,
     gpu: &Gpu,
 ) -> anyhow::Result<sys::CUexternalSemaphore> {
+    crate::fault::check("CUDA semaphore import", "shared cuda timeline")?;
     let fd = semaphore.export_fd(gpu)?;
     let raw = fd.into_raw_fd();
     let desc = sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
