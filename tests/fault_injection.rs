@@ -71,12 +71,22 @@ fn said(r: &Runner) -> String {
     text + "\n" + &s.renderer.describe()
 }
 
-/// The fault that fired in `record`, checked against the step the clean run named.
-fn fired(record: &Record, k: usize, clean: &[String], path: &str) -> Fault {
-    let fault = record
-        .fired
-        .clone()
-        .unwrap_or_else(|| panic!("{path}: step {k} never came ({} steps)", record.steps.len()));
+/// The fault that fired in `record`, checked against the step the clean run named; `outcome`
+/// is how the run ended, for the message when no fault fired.
+fn fired(
+    record: &Record,
+    k: usize,
+    clean: &[String],
+    path: &str,
+    outcome: &dyn std::fmt::Debug,
+) -> Fault {
+    let fault = record.fired.clone().unwrap_or_else(|| {
+        panic!(
+            "{path}: step {k} never came ({} steps: {:?}); the run ended with {outcome:?}",
+            record.steps.len(),
+            record.steps
+        )
+    });
     assert_eq!(
         fault.what,
         clean[k - 1],
@@ -140,7 +150,7 @@ fn start_up_path(config: &Config, pattern: Pattern, label: &str) -> Tally {
     };
     for k in 1..=clean.len() {
         let (record, outcome) = start_up(config, pattern, Some(k as u32));
-        let fault = fired(&record, k, &clean, label);
+        let fault = fired(&record, k, &clean, label, &outcome);
         let text = fault.to_string();
         match outcome {
             Ok(said) => {
@@ -210,7 +220,7 @@ fn switch_path(
         fault::start(Some(k as u32));
         let result = switch(r);
         let record = fault::stop();
-        let text = fired(&record, k, &clean, label).to_string();
+        let text = fired(&record, k, &clean, label, &result).to_string();
         match result {
             Err(why) => {
                 assert!(
@@ -382,8 +392,41 @@ fn cuda_domain(tallies: &mut Vec<(String, Tally)>) {
     tallies.push((label.into(), tally));
 }
 
+/// A bare Vulkan instance alive for the whole test, so that the driver stays loaded between
+/// the test's hundreds of start-ups. On the H200 (NVIDIA 580) the 29th instance created in one
+/// process after the previous one was destroyed failed with VK_ERROR_INCOMPATIBLE_DRIVER ("Unable
+/// to find a Vulkan driver"): the loader unloads the driver with the last instance and the
+/// driver could not be loaded again that often. The game creates one instance per process.
+struct KeepDriverLoaded {
+    _entry: ash::Entry,
+    instance: ash::Instance,
+}
+
+impl KeepDriverLoaded {
+    fn new() -> Self {
+        // SAFETY: the loader library stays loaded while `_entry` lives.
+        let entry = unsafe { ash::Entry::load() }.expect("the Vulkan loader");
+        let app = ash::vk::ApplicationInfo::default().api_version(ash::vk::API_VERSION_1_3);
+        let info = ash::vk::InstanceCreateInfo::default().application_info(&app);
+        // SAFETY: a plain instance, destroyed in Drop before the entry goes.
+        let instance = unsafe { entry.create_instance(&info, None) }.expect("a Vulkan instance");
+        KeepDriverLoaded {
+            _entry: entry,
+            instance,
+        }
+    }
+}
+
+impl Drop for KeepDriverLoaded {
+    fn drop(&mut self) {
+        // SAFETY: nothing was created from this instance.
+        unsafe { self.instance.destroy_instance(None) };
+    }
+}
+
 #[test]
 fn every_fallible_step_of_start_up_and_switches_fails_cleanly() {
+    let _driver = KeepDriverLoaded::new();
     // Leaks are logged by name at teardown: show errors (RUST_LOG for more).
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
