@@ -7,6 +7,8 @@
 // used for four pixels. Per output, the sums run over channels, then kernel rows, then
 // columns: the order of conv.comp, so fp32 results are the same bits.
 #extension GL_EXT_control_flow_attributes : require
+// The invocations that stage the input tile (the work group).
+#define STAGE_THREADS 128u
 #include "ops/fused_conv.glsl"
 
 layout(local_size_x = 16, local_size_y = 8) in;
@@ -29,7 +31,7 @@ void main() {
     for (uint c0 = 0u; c0 < p.ic; c0 += CHUNK) {
         // The previous chunk's reads are done before the tile is overwritten.
         barrier();
-        stage_chunk(c0, gl_LocalInvocationIndex, 128u);
+        stage_chunk(c0, gl_LocalInvocationIndex);
         barrier();
         uint n = min(CHUNK, p.ic - c0);
         for (uint c = 0u; c < n; ++c) {

@@ -94,7 +94,60 @@ shared sfp s_in[TILE_ROWS * TILE_COLS * CHUNK];
 // and a tensor's planes are read at consecutive pixels by consecutive invocations. An input
 // value is what the unfused network stores: the tensor's, or the frame's texel as the
 // pre-process would have stored it. Every invocation of the work group takes part.
-void stage_chunk(uint c0, uint lid, uint threads) {
+#if defined(FP16) && !defined(IMAGE_IN)
+// Pixels each invocation stages.
+const uint STAGE_PER = (TILE_ROWS * TILE_COLS + STAGE_THREADS - 1u) / STAGE_THREADS;
+
+// stage_chunk for a channel-blocked fp16 input staged 16 channels at a time: every
+// invocation issues the 16-byte loads of all its pixels before it stores the first, so
+// their latencies overlap (the general loop below waits for each pixel's loads in turn).
+void stage_blocked16(uint c0, uint lid) {
+    int iy0 = int(gl_WorkGroupID.y * TILE_H) - p.pad_top;
+    int ix0 = int(gl_WorkGroupID.x * TILE_W) - p.pad_left;
+    const uint plane = TILE_ROWS * TILE_COLS;
+    uint plane_in = p.in_h * p.in_w;
+    uvec4 raw[STAGE_PER][2];
+    [[unroll]] for (uint i = 0u; i < STAGE_PER; ++i) {
+        uint r = lid + i * STAGE_THREADS;
+        int iy = iy0 + int(r / TILE_COLS);
+        int ix = ix0 + int(r % TILE_COLS);
+        bool inside = r < plane && iy >= 0 && iy < int(p.in_h) && ix >= 0 && ix < int(p.in_w);
+        uint at8 = inside ? tensor_index(true, c0, uint(iy) * p.in_w + uint(ix), plane_in) / 8u : 0u;
+        raw[i][0] = inside ? xq[at8] : uvec4(0u);
+        raw[i][1] = inside ? xq[at8 + 1u] : uvec4(0u);
+    }
+    [[unroll]] for (uint i = 0u; i < STAGE_PER; ++i) {
+        uint r = lid + i * STAGE_THREADS;
+        if (r < plane) {
+            sfp v[CHUNK];
+            [[unroll]] for (uint e = 0u; e < 16u; ++e) {
+                f16vec2 h = unpackFloat2x16(raw[i][e / 8u][(e % 8u) / 2u]);
+                // A block's channels past the last hold no value (zero them).
+                v[e] = c0 + e < p.ic ? h[e % 2u] : sfp(0.0);
+            }
+#ifdef STAGE_VEC4
+            [[unroll]] for (uint q = 0u; q < CHUNK / 4u; ++q) {
+                s_in[r * (S_STRIDE / 4u) + q] =
+                    sfpvec4(v[q * 4u], v[q * 4u + 1u], v[q * 4u + 2u], v[q * 4u + 3u]);
+            }
+#else
+            [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
+                s_in[r * CHUNK + c] = v[c];
+            }
+#endif
+        }
+    }
+}
+#endif
+
+void stage_chunk(uint c0, uint lid) {
+#if defined(FP16) && !defined(IMAGE_IN)
+    if (IN_BLOCKED && CHUNK == 16u) {
+        stage_blocked16(c0, lid);
+        return;
+    }
+#endif
+    const uint threads = STAGE_THREADS;
     int iy0 = int(gl_WorkGroupID.y * TILE_H) - p.pad_top;
     int ix0 = int(gl_WorkGroupID.x * TILE_W) - p.pad_left;
     const uint plane = TILE_ROWS * TILE_COLS;

@@ -22,13 +22,14 @@
 #define STAGE_VEC4
 // Channels of padding per staged pixel (infer::ops::fused_conv::Tiling::pad).
 layout(constant_id = 19) const uint S_PAD = 8u;
-#include "ops/fused_conv.glsl"
-
 layout(constant_id = 14) const uint CM_M = 16u;
 layout(constant_id = 15) const uint CM_N = 16u;
 layout(constant_id = 16) const uint CM_K = 16u;
 layout(constant_id = 17) const uint SUBGROUP = 32u;
 layout(constant_id = 18) const uint SEGS = 8u;
+// The invocations that stage the input tile (the work group: four subgroups).
+#define STAGE_THREADS (4u * SUBGROUP)
+#include "ops/fused_conv.glsl"
 
 layout(local_size_x_id = 20) in;
 
@@ -74,7 +75,7 @@ void main() {
 #endif
     for (uint c0 = 0u; c0 < p.ic; c0 += CHUNK) {
         barrier();
-        stage_chunk(c0, gl_LocalInvocationIndex, SUBGROUPS * SUBGROUP);
+        stage_chunk(c0, gl_LocalInvocationIndex);
         barrier();
         for (uint tap = 0u; tap < TAPS; ++tap) {
             uint ky = tap / KW;
