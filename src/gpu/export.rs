@@ -10,6 +10,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 
 use ash::vk;
 
+use super::guard::Destroy;
 use super::{Error, Gpu, Result};
 
 const HANDLE: vk::ExternalMemoryHandleTypeFlags = vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD;
@@ -103,23 +104,16 @@ impl ExportBuffer {
             .size(size)
             .usage(usage)
             .push_next(&mut external);
-        let raw = unsafe { gpu.device.create_buffer(&info, None)? };
-        match allocate(gpu, raw, name, support) {
-            Ok((memory, allocation_size, dedicated)) => {
-                gpu.name(raw, name);
-                Ok(Self {
-                    raw,
-                    memory,
-                    size,
-                    allocation_size,
-                    dedicated,
-                })
-            }
-            Err(e) => {
-                unsafe { gpu.device.destroy_buffer(raw, None) };
-                Err(e)
-            }
-        }
+        let raw = unsafe { gpu.device.create_buffer(&info, None)? }.guard(gpu);
+        let (memory, allocation_size, dedicated) = allocate(gpu, *raw, name, support)?;
+        gpu.name(*raw, name);
+        Ok(Self {
+            raw: raw.keep(),
+            memory,
+            size,
+            allocation_size,
+            dedicated,
+        })
     }
 
     /// A new opaque fd referring to the buffer's memory.
@@ -185,13 +179,10 @@ fn allocate(
     if dedicated {
         alloc = alloc.push_next(&mut dedicated_info);
     }
-    let memory = unsafe { gpu.device.allocate_memory(&alloc, None)? };
-    if let Err(e) = unsafe { gpu.device.bind_buffer_memory(buffer, memory, 0) } {
-        unsafe { gpu.device.free_memory(memory, None) };
-        return Err(e.into());
-    }
-    gpu.name(memory, name);
-    Ok((memory, req.size, dedicated))
+    let memory = unsafe { gpu.device.allocate_memory(&alloc, None)? }.guard(gpu);
+    unsafe { gpu.device.bind_buffer_memory(buffer, *memory, 0)? };
+    gpu.name(*memory, name);
+    Ok((memory.keep(), req.size, dedicated))
 }
 
 /// A timeline semaphore that can be exported as an opaque fd.

@@ -7,6 +7,7 @@ use std::ptr::NonNull;
 
 use ash::vk;
 
+use super::guard::Destroy;
 use super::{Error, Gpu, Result};
 
 /// A Vulkan buffer over host memory owned by this struct.
@@ -40,20 +41,16 @@ impl HostBuffer {
         // SAFETY: non-zero size (rounded up from the tensor size) and a valid power-of-two align.
         let ptr = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
             .ok_or_else(|| Error::Missing(format!("out of host memory for {name}")))?;
-        let free_host = || unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
-        match import(gpu, ext, name, ptr, alloc_size, usage) {
-            Ok((raw, memory)) => Ok(Self {
-                raw,
-                memory,
-                ptr,
-                layout,
-                size,
-            }),
-            Err(e) => {
-                free_host();
-                Err(e)
-            }
-        }
+        let host = HostMemory { ptr, layout }.guard(gpu);
+        let (raw, memory) = import(gpu, ext, name, ptr, alloc_size, usage)?;
+        let HostMemory { ptr, layout } = host.keep();
+        Ok(Self {
+            raw,
+            memory,
+            ptr,
+            layout,
+            size,
+        })
     }
 
     /// The memory as f32s (the requested size). The caller orders access against the GPU.
@@ -87,47 +84,49 @@ fn import(
         .size(size)
         .usage(usage)
         .push_next(&mut external);
-    let raw = unsafe { gpu.device.create_buffer(&info, None)? };
-    let result = (|| {
-        let mut props = vk::MemoryHostPointerPropertiesEXT::default();
-        // ash 0.38 has no wrapper for this call: go through the function pointer.
-        let r = unsafe {
-            (ext.fp().get_memory_host_pointer_properties_ext)(
-                gpu.device.handle(),
-                handle_type,
-                ptr.as_ptr().cast(),
-                &mut props,
-            )
-        };
-        r.result()?;
-        let requirements = unsafe { gpu.device.get_buffer_memory_requirements(raw) };
-        let types = props.memory_type_bits & requirements.memory_type_bits;
-        let type_index = (0..32).find(|i| types & (1 << i) != 0).ok_or_else(|| {
-            Error::Missing(format!("no memory type can import host memory for {name}"))
-        })?;
-        let mut import = vk::ImportMemoryHostPointerInfoEXT::default()
-            .handle_type(handle_type)
-            .host_pointer(ptr.as_ptr().cast());
-        let alloc = vk::MemoryAllocateInfo::default()
-            .allocation_size(size)
-            .memory_type_index(type_index)
-            .push_next(&mut import);
-        crate::fault::check("host memory import", name)?;
-        let memory = unsafe { gpu.device.allocate_memory(&alloc, None)? };
-        if let Err(e) = unsafe { gpu.device.bind_buffer_memory(raw, memory, 0) } {
-            unsafe { gpu.device.free_memory(memory, None) };
-            return Err(e.into());
-        }
-        gpu.name(raw, name);
-        gpu.name(memory, name);
-        Ok(memory)
-    })();
-    match result {
-        Ok(memory) => Ok((raw, memory)),
-        Err(e) => {
-            unsafe { gpu.device.destroy_buffer(raw, None) };
-            Err(e)
-        }
+    let raw = unsafe { gpu.device.create_buffer(&info, None)? }.guard(gpu);
+    let mut props = vk::MemoryHostPointerPropertiesEXT::default();
+    // ash 0.38 has no wrapper for this call: go through the function pointer.
+    let r = unsafe {
+        (ext.fp().get_memory_host_pointer_properties_ext)(
+            gpu.device.handle(),
+            handle_type,
+            ptr.as_ptr().cast(),
+            &mut props,
+        )
+    };
+    r.result()?;
+    let requirements = unsafe { gpu.device.get_buffer_memory_requirements(*raw) };
+    let types = props.memory_type_bits & requirements.memory_type_bits;
+    let type_index = (0..32).find(|i| types & (1 << i) != 0).ok_or_else(|| {
+        Error::Missing(format!("no memory type can import host memory for {name}"))
+    })?;
+    let mut import = vk::ImportMemoryHostPointerInfoEXT::default()
+        .handle_type(handle_type)
+        .host_pointer(ptr.as_ptr().cast());
+    let alloc = vk::MemoryAllocateInfo::default()
+        .allocation_size(size)
+        .memory_type_index(type_index)
+        .push_next(&mut import);
+    crate::fault::check("host memory import", name)?;
+    let memory = unsafe { gpu.device.allocate_memory(&alloc, None)? }.guard(gpu);
+    unsafe { gpu.device.bind_buffer_memory(*raw, *memory, 0)? };
+    gpu.name(*raw, name);
+    gpu.name(*memory, name);
+    Ok((raw.keep(), memory.keep()))
+}
+
+/// Host memory from the global allocator, before a [`HostBuffer`] owns it: freed if the import
+/// fails. The device memory that imports it is freed first (a guard made later drops earlier).
+struct HostMemory {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl Destroy for HostMemory {
+    fn destroy_with(self, _gpu: &Gpu) {
+        // SAFETY: allocated with `layout` by HostBuffer::new and not yet handed to a HostBuffer.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 

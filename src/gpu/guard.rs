@@ -14,6 +14,9 @@ use std::ops::{Deref, DerefMut};
 
 use ash::vk;
 
+use super::export::{ExportBuffer, ExportTimeline};
+use super::external::HostBuffer;
+use super::timestamps::Timestamps;
 use super::{Buffer, Frame, Gpu, Image, Pipeline};
 
 /// A GPU object that can be destroyed on its own: a constructor's part.
@@ -130,6 +133,39 @@ impl Destroy for vk::Buffer {
 impl Destroy for gpu_allocator::vulkan::Allocation {
     fn destroy_with(self, gpu: &Gpu) {
         let _ = gpu.allocator().free(self);
+    }
+}
+
+/// Raw device memory (exported or imported memory, which gpu-allocator does not manage). Freed
+/// before the buffer bound to it, as for [`gpu_allocator::vulkan::Allocation`].
+impl Destroy for vk::DeviceMemory {
+    fn destroy_with(self, gpu: &Gpu) {
+        unsafe { gpu.device.free_memory(self, None) }
+    }
+}
+
+/// Only before any importer mapped it: an importer's mapping must go first.
+impl Destroy for ExportBuffer {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
+    }
+}
+
+impl Destroy for ExportTimeline {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
+    }
+}
+
+impl Destroy for HostBuffer {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
+    }
+}
+
+impl Destroy for Timestamps {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
     }
 }
 

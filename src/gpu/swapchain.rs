@@ -2,6 +2,7 @@
 
 use ash::{khr, vk};
 
+use super::guard::Destroy;
 use super::{Gpu, Result};
 
 pub struct Swapchain {
@@ -100,8 +101,12 @@ impl Swapchain {
             .clipped(true)
             .old_swapchain(old.map_or(vk::SwapchainKHR::null(), |o| o.raw));
         let loader = khr::swapchain::Device::new(&gpu.instance.raw, &gpu.device);
-        let raw = unsafe { loader.create_swapchain(&info, None)? };
-        let images = unsafe { loader.get_swapchain_images(raw)? };
+        let raw = RawSwapchain {
+            loader: loader.clone(),
+            raw: unsafe { loader.create_swapchain(&info, None)? },
+        }
+        .guard(gpu);
+        let images = unsafe { loader.get_swapchain_images(raw.raw)? };
         let (views, present_ready) = per_image_objects(gpu, &images, format.format)?;
         tracing::debug!(
             "swapchain {}x{} {:?} {:?}, {} images",
@@ -113,7 +118,7 @@ impl Swapchain {
         );
         Ok(Self {
             loader,
-            raw,
+            raw: raw.keep().raw,
             images,
             views,
             format: format.format,
@@ -199,8 +204,8 @@ fn per_image_objects(
     images: &[vk::Image],
     format: vk::Format,
 ) -> Result<(Vec<vk::ImageView>, Vec<vk::Semaphore>)> {
-    let mut views = Vec::with_capacity(images.len());
-    let mut present_ready = Vec::with_capacity(images.len());
+    let mut views = Vec::with_capacity(images.len()).guard(gpu);
+    let mut present_ready = Vec::with_capacity(images.len()).guard(gpu);
     for (i, &image) in images.iter().enumerate() {
         let view_info = vk::ImageViewCreateInfo::default()
             .image(image)
@@ -208,17 +213,29 @@ fn per_image_objects(
             .format(format)
             .subresource_range(super::barrier::color_range());
         let view = unsafe { gpu.device.create_image_view(&view_info, None)? };
+        views.push(view);
         let sem = unsafe {
             gpu.device
                 .create_semaphore(&vk::SemaphoreCreateInfo::default(), None)?
         };
+        present_ready.push(sem);
         gpu.name(image, &format!("swapchain image {i}"));
         gpu.name(view, &format!("swapchain view {i}"));
         gpu.name(sem, &format!("present-ready semaphore {i}"));
-        views.push(view);
-        present_ready.push(sem);
     }
-    Ok((views, present_ready))
+    Ok((views.keep(), present_ready.keep()))
+}
+
+/// The swapchain handle before [`Swapchain`] owns it (destroying it needs its loader).
+struct RawSwapchain {
+    loader: khr::swapchain::Device,
+    raw: vk::SwapchainKHR,
+}
+
+impl Destroy for RawSwapchain {
+    fn destroy_with(self, _gpu: &Gpu) {
+        unsafe { self.loader.destroy_swapchain(self.raw, None) }
+    }
 }
 
 /// UNORM first: every pass writes display-encoded (sRGB) values itself.

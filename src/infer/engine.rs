@@ -14,6 +14,7 @@ use super::pipelines::{PipeId, PipelineDesc};
 use super::plan::{Plan, TensorInfo};
 use super::precision::Precision;
 use crate::gpu::barrier;
+use crate::gpu::guard::Destroy;
 use crate::gpu::pipeline::Binding;
 use crate::gpu::timestamps::Timestamps;
 use crate::gpu::{Buffer, Gpu};
@@ -85,6 +86,8 @@ impl Engine {
             return Err(InferError::Input(why));
         }
         let precision = plan.options.precision;
+        // Built in place: the ops keep what they prepare, so the engine's own destroy releases
+        // whatever a failing step left made.
         let mut engine = Engine {
             plan,
             pipelines: Pipelines::new(precision),
@@ -92,14 +95,10 @@ impl Engine {
             tensor_buffers: Vec::new(),
             labels,
             convert: [None; 2],
-        };
-        match engine.create(gpu) {
-            Ok(()) => Ok(engine),
-            Err(e) => {
-                engine.destroy(gpu);
-                Err(e)
-            }
         }
+        .guard(gpu);
+        engine.create(gpu)?;
+        Ok(engine.keep())
     }
 
     fn create(&mut self, gpu: &Gpu) -> Result<()> {
@@ -310,22 +309,10 @@ impl Engine {
                 self.plan.inputs.len()
             )));
         }
-        let mut staged_in = Vec::new();
-        let mut staged_out = Vec::new();
-        let result = self.run_staged(gpu, inputs, &mut staged_in, &mut staged_out);
-        for b in staged_in.into_iter().chain(staged_out) {
-            b.destroy(gpu);
-        }
-        result
-    }
-
-    fn run_staged(
-        &self,
-        gpu: &Gpu,
-        inputs: &[&[f32]],
-        staged_in: &mut Vec<Buffer>,
-        staged_out: &mut Vec<Buffer>,
-    ) -> Result<Vec<Vec<f32>>> {
+        // The staging buffers live for this call only: never kept, their guards destroy them
+        // on every return (one_shot has waited for the copies by then).
+        let mut staged_in = Vec::new().guard(gpu);
+        let mut staged_out = Vec::new().guard(gpu);
         for (i, data) in inputs.iter().enumerate() {
             let info = self.input(i).1;
             if data.len() as u64 != info.elements() {
@@ -344,9 +331,9 @@ impl Engine {
             } else {
                 &encoded[..]
             };
-            let b = Buffer::with_data(gpu, "run input staging", usage, bytes)?;
+            let b = Buffer::with_data(gpu, "run input staging", usage, bytes)?.guard(gpu);
             b.flush_for_device(gpu)?;
-            staged_in.push(b);
+            staged_in.push(b.keep());
         }
         for i in 0..self.plan.outputs.len() {
             let bytes = self.output(i).1.bytes().max(4);
@@ -359,7 +346,7 @@ impl Engine {
                 MemoryLocation::GpuToCpu,
             )?);
         }
-        gpu.one_shot(|cmd| unsafe { self.record_run(gpu, cmd, staged_in, staged_out) })?;
+        gpu.one_shot(|cmd| unsafe { self.record_run(gpu, cmd, &staged_in, &staged_out) })?;
         let mut outputs = Vec::new();
         for (i, b) in staged_out.iter().enumerate() {
             b.invalidate_for_host(gpu)?;
@@ -498,7 +485,7 @@ unsafe fn timed(
     }
 }
 
-impl crate::gpu::guard::Destroy for Engine {
+impl Destroy for Engine {
     fn destroy_with(self, gpu: &Gpu) {
         self.destroy(gpu);
     }

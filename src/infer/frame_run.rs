@@ -9,28 +9,11 @@ use super::engine::Engine;
 use super::error::{InferError, Result};
 use super::ops::FrameImages;
 use crate::gpu::barrier::{self, Transition};
+use crate::gpu::guard::Destroy;
 use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc};
 
 /// The RGBA8 format of the scene and upscaled images (the renderer's, see render::scene).
 const FORMAT: vk::Format = vk::Format::R8G8B8A8_UNORM;
-
-/// GPU objects of one run, destroyed together whatever happened.
-#[derive(Default)]
-struct Scratch {
-    images: Vec<Image>,
-    buffers: Vec<Buffer>,
-    sampler: Option<vk::Sampler>,
-}
-
-impl Scratch {
-    fn destroy(self, gpu: &Gpu) {
-        self.images.into_iter().for_each(|i| i.destroy(gpu));
-        self.buffers.into_iter().for_each(|b| b.destroy(gpu));
-        if let Some(s) = self.sampler {
-            unsafe { gpu.device.destroy_sampler(s, None) };
-        }
-    }
-}
 
 impl Engine {
     /// Runs the plan on `rgba` (`width` × `height`, 4 bytes a pixel) and returns the upscaled
@@ -51,10 +34,7 @@ impl Engine {
             width: shape[3] as u32,
             height: shape[2] as u32,
         };
-        let mut scratch = Scratch::default();
-        let result = self.run_frame_in(gpu, rgba, width, height, out, &mut scratch);
-        scratch.destroy(gpu);
-        result
+        self.run_frame_in(gpu, rgba, width, height, out)
     }
 
     fn run_frame_in(
@@ -64,42 +44,34 @@ impl Engine {
         width: u32,
         height: u32,
         out: vk::Extent2D,
-        s: &mut Scratch,
     ) -> Result<Vec<u8>> {
+        // Everything here lives for this call only: never kept, the guards destroy it on every
+        // return (one_shot has waited for the GPU by then).
         let input_extent = vk::Extent2D { width, height };
         let usage = vk::ImageUsageFlags::SAMPLED | vk::ImageUsageFlags::TRANSFER_DST;
-        s.images.push(Image::new(
+        let input = Image::new(
             gpu,
             "run input",
             ImageDesc::new_2d(input_extent, FORMAT, usage),
-        )?);
+        )?
+        .guard(gpu);
         let usage = vk::ImageUsageFlags::STORAGE | vk::ImageUsageFlags::TRANSFER_SRC;
-        s.images.push(Image::new(
-            gpu,
-            "run output",
-            ImageDesc::new_2d(out, FORMAT, usage),
-        )?);
+        let output =
+            Image::new(gpu, "run output", ImageDesc::new_2d(out, FORMAT, usage))?.guard(gpu);
         let staging = Buffer::with_data(
             gpu,
             "run input pixels",
             vk::BufferUsageFlags::TRANSFER_SRC,
             rgba,
-        )?;
+        )?
+        .guard(gpu);
         staging.flush_for_device(gpu)?;
-        s.buffers.push(staging);
-        s.buffers
-            .push(Buffer::readback_rgba8(gpu, "run output pixels", out)?);
-        s.sampler = Some(gpu::image::create_sampler(
-            gpu,
-            "run sampler",
-            false,
-            false,
-            0.0,
-        )?);
-        let (input, output) = (&s.images[0], &s.images[1]);
+        let readback = Buffer::readback_rgba8(gpu, "run output pixels", out)?.guard(gpu);
+        let sampler = gpu::image::create_sampler(gpu, "run sampler", false, false, 0.0)?.guard(gpu);
+        let (input, output) = (&*input, &*output);
         let frame = FrameImages {
             input: input.view,
-            sampler: s.sampler.unwrap(),
+            sampler: *sampler,
             output: output.view,
         };
         let device = &gpu.device;
@@ -118,7 +90,7 @@ impl Engine {
             let copy = gpu::image::whole_copy(input_extent);
             device.cmd_copy_buffer_to_image(
                 cmd,
-                s.buffers[0].raw,
+                staging.raw,
                 input.raw,
                 vk::ImageLayout::TRANSFER_DST_OPTIMAL,
                 &[copy],
@@ -138,11 +110,11 @@ impl Engine {
                 output.raw,
                 out,
                 barrier::UPSCALE_WRITE,
-                s.buffers[1].raw,
+                readback.raw,
             );
         })?;
-        s.buffers[1].invalidate_for_host(gpu)?;
+        readback.invalidate_for_host(gpu)?;
         let n = (out.width * out.height * 4) as usize;
-        Ok(s.buffers[1].mapped()[..n].to_vec())
+        Ok(readback.mapped()[..n].to_vec())
     }
 }

@@ -20,6 +20,7 @@ use super::scene::{self, ScenePass, SceneTargets};
 use super::FRAMES_IN_FLIGHT;
 use crate::game::world::World;
 use crate::gpu::barrier::{self, State};
+use crate::gpu::guard::Destroy;
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::timestamps::Timestamps;
 use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc, Pipeline};
@@ -119,13 +120,9 @@ pub struct Compare {
     side: CompareSide,
     native: SceneTargets,
     right: Option<RightUpscaler>,
-    psnr: Pipeline,
-    nearest: vk::Sampler,
-    /// Per slot: two f32 sums per tile (current, right).
-    partials: Vec<Buffer>,
+    psnr: PsnrPass,
     /// Per slot: the frame whose sums the buffer holds, until read.
     recorded: [Option<u64>; FRAMES_IN_FLIGHT],
-    groups: [u32; 2],
     pixels: f64,
     scratch: Vec<(&'static str, f64)>,
     last: Option<ComparePsnr>,
@@ -144,126 +141,26 @@ impl Compare {
         output: vk::Extent2D,
     ) -> anyhow::Result<Self> {
         side.support(current).map_err(anyhow::Error::msg)?;
-        let mut parts = Parts::default();
-        match Self::build(gpu, side, ml, scene, input, output, &mut parts) {
-            Ok(compare) => Ok(compare),
-            Err(e) => {
-                parts.destroy(gpu);
-                Err(e)
-            }
-        }
-    }
-
-    fn build(
-        gpu: &Gpu,
-        side: CompareSide,
-        ml: &MlSettings,
-        scene: &ScenePass,
-        input: &Image,
-        output: vk::Extent2D,
-        parts: &mut Parts,
-    ) -> anyhow::Result<Self> {
         // The same pass as the game's frame, at output size: the same MSAA.
-        parts.native = Some(scene.targets(gpu, output)?);
-        if let CompareSide::Pattern(pattern) = side {
-            Self::build_right(gpu, pattern, ml, input, output, parts)?;
+        let native = scene.targets(gpu, output)?.guard(gpu);
+        let right = match side {
+            CompareSide::Pattern(pattern) => {
+                Some(RightUpscaler::new(gpu, pattern, ml, input, output)?)
+            }
+            CompareSide::Native => None,
         }
-        let groups = Self::build_psnr(gpu, output, parts)?;
-        let p = std::mem::take(parts);
-        let right = match (p.image, p.upscaler) {
-            (Some(image), Some(upscaler)) => Some(RightUpscaler {
-                image,
-                upscaler,
-                timestamps: p.timestamps,
-            }),
-            _ => None,
-        };
+        .guard(gpu);
+        let psnr = PsnrPass::new(gpu, output)?;
         Ok(Self {
             side,
-            native: p.native.expect("built above"),
-            right,
-            psnr: p.psnr.expect("built above"),
-            nearest: p.nearest.expect("built above"),
-            partials: p.partials,
+            native: native.keep(),
+            right: right.keep(),
+            psnr,
             recorded: [None; FRAMES_IN_FLIGHT],
-            groups,
             pixels: output.width as f64 * output.height as f64,
             scratch: Vec::with_capacity(64),
             last: None,
         })
-    }
-
-    /// The live-PSNR pass: its pipeline, the nearest sampler and one per-tile partial-sums
-    /// buffer per frame slot, into `parts`. Returns the pass's work-group counts.
-    fn build_psnr(gpu: &Gpu, output: vk::Extent2D, parts: &mut Parts) -> anyhow::Result<[u32; 2]> {
-        parts.psnr = Some(pipeline::compute(
-            gpu,
-            "compare psnr",
-            shader!("render/compare_psnr.comp"),
-            &[
-                vk::DescriptorType::STORAGE_IMAGE,
-                vk::DescriptorType::STORAGE_IMAGE,
-                vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
-                vk::DescriptorType::STORAGE_BUFFER,
-            ],
-            std::mem::size_of::<PsnrPush>() as u32,
-        )?);
-        parts.nearest = Some(gpu::image::create_sampler(
-            gpu,
-            "compare nearest",
-            false,
-            false,
-            0.0,
-        )?);
-        let groups = [output.width.div_ceil(TILE), output.height.div_ceil(TILE)];
-        let bytes = groups[0] as u64 * groups[1] as u64 * 8;
-        for slot in 0..FRAMES_IN_FLIGHT {
-            parts.partials.push(Buffer::new(
-                gpu,
-                &format!("compare psnr tiles {slot}"),
-                bytes,
-                vk::BufferUsageFlags::STORAGE_BUFFER,
-                MemoryLocation::GpuToCpu,
-            )?);
-        }
-        Ok(groups)
-    }
-
-    /// The right side's own upscaler (`pattern`, same model) writing its own output image, and
-    /// its spans; into `parts`, so a failure part-way frees what was made.
-    fn build_right(
-        gpu: &Gpu,
-        pattern: Pattern,
-        ml: &MlSettings,
-        input: &Image,
-        output: vk::Extent2D,
-        parts: &mut Parts,
-    ) -> anyhow::Result<()> {
-        let image = parts.image.insert(Image::new(
-            gpu,
-            "compare right side",
-            ImageDesc::new_2d(
-                output,
-                scene::COLOR_FORMAT,
-                vk::ImageUsageFlags::STORAGE
-                    | vk::ImageUsageFlags::SAMPLED
-                    | vk::ImageUsageFlags::TRANSFER_DST,
-            ),
-        )?);
-        let upscaler = upscale::create(gpu, pattern, ml, input, image)?;
-        let single = upscaler.schedule() == Schedule::Single;
-        parts.upscaler = Some(upscaler);
-        anyhow::ensure!(
-            single,
-            "{pattern} has a host step and cannot be the compare view's right side"
-        );
-        for slot in 0..FRAMES_IN_FLIGHT {
-            parts.timestamps.push(Timestamps::new(
-                gpu,
-                &format!("compare right side spans {slot}"),
-            )?);
-        }
-        Ok(())
     }
 
     pub fn side(&self) -> CompareSide {
@@ -292,7 +189,7 @@ impl Compare {
         let Some(frame) = self.recorded[slot].take() else {
             return Ok(());
         };
-        let buffer = &self.partials[slot];
+        let buffer = &self.psnr.partials[slot];
         buffer.invalidate_for_host(gpu)?;
         let tiles: &[[f32; 2]] = bytemuck::cast_slice(buffer.mapped());
         let (mut current, mut right) = (0.0f64, 0.0f64);
@@ -370,25 +267,31 @@ impl Compare {
     /// As [`Compare::record`]; the images are in `PSNR_READ`.
     unsafe fn record_psnr(&self, gpu: &Gpu, cmd: vk::CommandBuffer, slot: usize, output: &Image) {
         let device = &gpu.device;
-        device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.psnr.raw);
+        device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.psnr.pipeline.raw);
         let right_view = self.right.as_ref().map_or(output.view, |r| r.image.view);
         pipeline::push_descriptors(
             gpu,
             cmd,
             vk::PipelineBindPoint::COMPUTE,
-            &self.psnr,
+            &self.psnr.pipeline,
             &[
                 Binding::StorageImage(output.view),
                 Binding::StorageImage(right_view),
-                Binding::SampledImage(self.native.color.view, self.nearest),
-                Binding::StorageBuffer(self.partials[slot].raw),
+                Binding::SampledImage(self.native.color.view, self.psnr.nearest),
+                Binding::StorageBuffer(self.psnr.partials[slot].raw),
             ],
         );
         let push = PsnrPush {
             has_right: self.right.is_some() as u32,
         };
-        pipeline::push_constants(gpu, cmd, &self.psnr, vk::ShaderStageFlags::COMPUTE, &push);
-        device.cmd_dispatch(cmd, self.groups[0], self.groups[1], 1);
+        pipeline::push_constants(
+            gpu,
+            cmd,
+            &self.psnr.pipeline,
+            vk::ShaderStageFlags::COMPUTE,
+            &push,
+        );
+        device.cmd_dispatch(cmd, self.psnr.groups[0], self.psnr.groups[1], 1);
         barrier::memory(
             device,
             cmd,
@@ -400,59 +303,119 @@ impl Compare {
         );
     }
 
+    /// Reverse order of creation.
     pub fn destroy(self, gpu: &Gpu) {
-        let (image, upscaler, timestamps) = match self.right {
-            Some(r) => (Some(r.image), Some(r.upscaler), r.timestamps),
-            None => (None, None, Vec::new()),
-        };
-        Parts {
-            native: Some(self.native),
-            image,
-            upscaler,
-            timestamps,
-            psnr: Some(self.psnr),
-            nearest: Some(self.nearest),
-            partials: self.partials,
-        }
-        .destroy(gpu);
+        self.psnr.destroy_with(gpu);
+        self.right.destroy_with(gpu);
+        self.native.destroy(gpu);
     }
 }
 
-/// What [`Compare::build`] has made so far, destroyed in one place when a later step fails.
-#[derive(Default)]
-struct Parts {
-    native: Option<SceneTargets>,
-    image: Option<Image>,
-    upscaler: Option<Box<dyn Upscaler>>,
-    timestamps: Vec<Timestamps>,
-    psnr: Option<Pipeline>,
-    nearest: Option<vk::Sampler>,
-    partials: Vec<Buffer>,
+impl RightUpscaler {
+    /// The right side's own upscaler (`pattern`, same model) writing its own output image, and
+    /// its spans.
+    fn new(
+        gpu: &Gpu,
+        pattern: Pattern,
+        ml: &MlSettings,
+        input: &Image,
+        output: vk::Extent2D,
+    ) -> anyhow::Result<Self> {
+        let image = Image::new(
+            gpu,
+            "compare right side",
+            ImageDesc::new_2d(
+                output,
+                scene::COLOR_FORMAT,
+                vk::ImageUsageFlags::STORAGE
+                    | vk::ImageUsageFlags::SAMPLED
+                    | vk::ImageUsageFlags::TRANSFER_DST,
+            ),
+        )?
+        .guard(gpu);
+        let upscaler = upscale::create(gpu, pattern, ml, input, &image)?.guard(gpu);
+        anyhow::ensure!(
+            upscaler.schedule() == Schedule::Single,
+            "{pattern} has a host step and cannot be the compare view's right side"
+        );
+        let timestamps = gpu::guard::try_collect(
+            gpu,
+            (0..FRAMES_IN_FLIGHT)
+                .map(|slot| Timestamps::new(gpu, &format!("compare right side spans {slot}"))),
+        )?;
+        Ok(Self {
+            upscaler: upscaler.keep(),
+            image: image.keep(),
+            timestamps,
+        })
+    }
 }
 
-impl Parts {
-    fn destroy(self, gpu: &Gpu) {
-        for b in self.partials {
-            b.destroy(gpu);
-        }
-        if let Some(s) = self.nearest {
-            unsafe { gpu.device.destroy_sampler(s, None) };
-        }
-        if let Some(p) = self.psnr {
-            p.destroy(gpu);
-        }
-        for t in self.timestamps {
-            t.destroy(gpu);
-        }
-        if let Some(u) = self.upscaler {
-            u.destroy(gpu);
-        }
-        if let Some(i) = self.image {
-            i.destroy(gpu);
-        }
-        if let Some(n) = self.native {
-            n.destroy(gpu);
-        }
+/// Reverse order of creation: the upscaler writes the image.
+impl Destroy for RightUpscaler {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.timestamps.destroy_with(gpu);
+        self.upscaler.destroy_with(gpu);
+        self.image.destroy(gpu);
+    }
+}
+
+/// The live-PSNR pass: its pipeline, the nearest sampler and one per-tile partial-sums buffer
+/// per frame slot.
+struct PsnrPass {
+    pipeline: Pipeline,
+    nearest: vk::Sampler,
+    /// Per slot: two f32 sums per tile (current, right).
+    partials: Vec<Buffer>,
+    /// Work groups over the output image.
+    groups: [u32; 2],
+}
+
+impl PsnrPass {
+    fn new(gpu: &Gpu, output: vk::Extent2D) -> anyhow::Result<Self> {
+        let pipeline = pipeline::compute(
+            gpu,
+            "compare psnr",
+            shader!("render/compare_psnr.comp"),
+            &[
+                vk::DescriptorType::STORAGE_IMAGE,
+                vk::DescriptorType::STORAGE_IMAGE,
+                vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                vk::DescriptorType::STORAGE_BUFFER,
+            ],
+            std::mem::size_of::<PsnrPush>() as u32,
+        )?
+        .guard(gpu);
+        let nearest =
+            gpu::image::create_sampler(gpu, "compare nearest", false, false, 0.0)?.guard(gpu);
+        let groups = [output.width.div_ceil(TILE), output.height.div_ceil(TILE)];
+        let bytes = groups[0] as u64 * groups[1] as u64 * 8;
+        let partials = gpu::guard::try_collect(
+            gpu,
+            (0..FRAMES_IN_FLIGHT).map(|slot| {
+                Buffer::new(
+                    gpu,
+                    &format!("compare psnr tiles {slot}"),
+                    bytes,
+                    vk::BufferUsageFlags::STORAGE_BUFFER,
+                    MemoryLocation::GpuToCpu,
+                )
+            }),
+        )?;
+        Ok(Self {
+            partials,
+            nearest: nearest.keep(),
+            pipeline: pipeline.keep(),
+            groups,
+        })
+    }
+}
+
+impl Destroy for PsnrPass {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.partials.destroy_with(gpu);
+        self.nearest.destroy_with(gpu);
+        self.pipeline.destroy(gpu);
     }
 }
 

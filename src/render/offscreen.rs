@@ -10,6 +10,7 @@ use ash::vk;
 
 use super::scene::{ScenePass, SceneTargets};
 use crate::game::world::World;
+use crate::gpu::guard::Destroy;
 use crate::gpu::{self, barrier, Buffer, Gpu};
 
 /// One render size: its targets and the host-readable buffer its colour image is copied into.
@@ -33,33 +34,32 @@ impl Offscreen {
         msaa: u32,
         upscale_mip_bias: f32,
     ) -> gpu::Result<Self> {
-        let scene = ScenePass::new(gpu, world, layers, msaa, upscale_mip_bias)?;
-        let mut slots = Vec::with_capacity(sizes.len());
-        for (i, &size) in sizes.iter().enumerate() {
-            // The first size is the frame the upscalers read (with its mip bias, if any).
-            let targets = if i == 0 {
-                scene.upscale_targets(gpu, size)
-            } else {
-                scene.targets(gpu, size)
-            };
-            let slot = targets.and_then(|targets| {
-                match Buffer::readback_rgba8(gpu, &format!("offscreen readback {i}"), size) {
-                    Ok(readback) => Ok(Slot { targets, readback }),
-                    Err(e) => {
-                        targets.destroy(gpu);
-                        Err(e)
-                    }
-                }
-            });
-            match slot {
-                Ok(s) => slots.push(s),
-                Err(e) => {
-                    Self { scene, slots }.destroy(gpu);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(Self { scene, slots })
+        let scene = ScenePass::new(gpu, world, layers, msaa, upscale_mip_bias)?.guard(gpu);
+        let slots = gpu::guard::try_collect(
+            gpu,
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &size)| -> gpu::Result<Slot> {
+                    // The first size is the frame the upscalers read (with its mip bias, if any).
+                    let targets = if i == 0 {
+                        scene.upscale_targets(gpu, size)
+                    } else {
+                        scene.targets(gpu, size)
+                    }?
+                    .guard(gpu);
+                    let readback =
+                        Buffer::readback_rgba8(gpu, &format!("offscreen readback {i}"), size)?;
+                    Ok(Slot {
+                        targets: targets.keep(),
+                        readback,
+                    })
+                }),
+        )?;
+        Ok(Self {
+            scene: scene.keep(),
+            slots,
+        })
     }
 
     /// Renders `world` at every size in one submission and waits for it. Afterwards
@@ -103,9 +103,15 @@ impl Offscreen {
 
     pub fn destroy(self, gpu: &Gpu) {
         for slot in self.slots {
-            slot.readback.destroy(gpu);
-            slot.targets.destroy(gpu);
+            slot.destroy_with(gpu);
         }
         self.scene.destroy(gpu);
+    }
+}
+
+impl Destroy for Slot {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.readback.destroy(gpu);
+        self.targets.destroy(gpu);
     }
 }

@@ -11,7 +11,7 @@
 //! The CUDA driver is loaded at run time (`cudarc`, dynamic loading): where it is absent the
 //! program starts normally and [`availability`] says why this domain cannot be used.
 
-use std::os::fd::{IntoRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,6 +22,7 @@ use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
 use super::{DeviceSync, Domain};
 use crate::gpu::device::hex;
 use crate::gpu::export::{self, ExportBuffer, ExportTimeline};
+use crate::gpu::guard::Destroy;
 use crate::gpu::Gpu;
 use crate::render::FRAMES_IN_FLIGHT;
 use crate::upscale::model::{CudaTarget, ExecutionProvider, OrtModel};
@@ -95,17 +96,17 @@ impl SharedTensor {
     /// The CUDA context must be current.
     fn new(gpu: &Gpu, name: &str, bytes: u64) -> anyhow::Result<Self> {
         let vk = ExportBuffer::new(gpu, name, bytes, USAGE)
-            .with_context(|| format!("allocating the exportable {name}"))?;
-        let imported = crate::fault::check("CUDA memory import", name)
+            .with_context(|| format!("allocating the exportable {name}"))?
+            .guard(gpu);
+        let (external, ptr) = crate::fault::check("CUDA memory import", name)
             .map_err(anyhow::Error::from)
-            .and_then(|()| import_memory(&vk, gpu));
-        match imported {
-            Ok((external, ptr)) => Ok(Self { vk, external, ptr }),
-            Err(e) => {
-                vk.destroy(gpu);
-                Err(e.context(format!("importing the {name} into CUDA")))
-            }
-        }
+            .and_then(|()| import_memory(&vk, gpu))
+            .with_context(|| format!("importing the {name} into CUDA"))?;
+        Ok(Self {
+            vk: vk.keep(),
+            external,
+            ptr,
+        })
     }
 
     /// The CUDA context must be current and no queued CUDA work may still use the memory.
@@ -123,11 +124,10 @@ fn import_memory(
     gpu: &Gpu,
 ) -> anyhow::Result<(sys::CUexternalMemory, sys::CUdeviceptr)> {
     let fd: OwnedFd = buffer.export_fd(gpu)?;
-    let raw = fd.into_raw_fd();
     // (Built field by field: the handle-type enum has no zero value, so `zeroed` is invalid.)
     let desc = sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
         type_: sys::CUexternalMemoryHandleType::CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
-        handle: sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1 { fd: raw },
+        handle: sys::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1 { fd: fd.as_raw_fd() },
         size: buffer.allocation_size,
         flags: if buffer.dedicated {
             sys::CUDA_EXTERNAL_MEMORY_DEDICATED
@@ -138,12 +138,12 @@ fn import_memory(
     };
     let mut external = std::ptr::null_mut();
     // SAFETY: `desc` describes a live opaque fd of `allocation_size` bytes.
-    let imported = unsafe { sys::cuImportExternalMemory(&mut external, &desc).result() };
-    if let Err(e) = imported {
-        // CUDA owns the fd only after a successful import.
-        drop(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
-        anyhow::bail!("cuImportExternalMemory: {e}");
-    }
+    unsafe { sys::cuImportExternalMemory(&mut external, &desc) }
+        .result()
+        .map_err(cuda("cuImportExternalMemory"))?;
+    // CUDA owns the fd only after a successful import (on failure the `?` drops `fd`, which closes it).
+    let _ = fd.into_raw_fd();
+    let external = ExternalMemory(external).guard(gpu);
     let map = sys::CUDA_EXTERNAL_MEMORY_BUFFER_DESC {
         offset: 0,
         size: buffer.size,
@@ -152,15 +152,21 @@ fn import_memory(
     };
     let mut ptr: sys::CUdeviceptr = 0;
     // SAFETY: maps the first `size` bytes of the imported object.
-    if let Err(e) =
-        unsafe { sys::cuExternalMemoryGetMappedBuffer(&mut ptr, external, &map) }.result()
-    {
+    unsafe { sys::cuExternalMemoryGetMappedBuffer(&mut ptr, external.0, &map) }
+        .result()
+        .map_err(cuda("cuExternalMemoryGetMappedBuffer"))?;
+    Ok((external.keep().0, ptr))
+}
+
+/// Imported CUDA memory not yet mapped into a [`SharedTensor`] (the CUDA context is current).
+struct ExternalMemory(sys::CUexternalMemory);
+
+impl Destroy for ExternalMemory {
+    fn destroy_with(self, _gpu: &Gpu) {
         unsafe {
-            let _ = result::external_memory::destroy_external_memory(external);
+            let _ = result::external_memory::destroy_external_memory(self.0);
         }
-        anyhow::bail!("cuExternalMemoryGetMappedBuffer: {e}");
     }
-    Ok((external, ptr))
 }
 
 /// CUDA events around one frame's ORT run: the `inference` GPU time.
@@ -202,21 +208,16 @@ impl CudaDomain {
         let stream = ctx.new_stream().map_err(cuda("creating the CUDA stream"))?;
         let in_shape = [1, 3, render.height as usize, render.width as usize];
         let out_shape = [1, 3, output.height as usize, output.width as usize];
-        let semaphore = ExportTimeline::new(gpu, "shared cuda timeline")?;
-        let imported = match import_semaphore(&semaphore, gpu) {
-            Ok(s) => s,
-            Err(e) => {
-                semaphore.destroy(gpu);
-                return Err(e);
-            }
-        };
+        let semaphore = ExportTimeline::new(gpu, "shared cuda timeline")?.guard(gpu);
+        // Nothing fails between the import and the domain that owns it.
+        let imported = import_semaphore(&semaphore, gpu)?;
         let mut domain = Self {
             model: None,
             ctx,
             stream,
             input: None,
             output: None,
-            semaphore,
+            semaphore: semaphore.keep(),
             imported,
             value: 0,
             pending: None,
@@ -228,14 +229,12 @@ impl CudaDomain {
             in_shape,
             out_shape,
             label: String::new(),
-        };
-        // From here on `destroy` releases whatever was made, so failures just return.
-        if let Err(e) = domain.build(gpu, ml, ordinal, render, output) {
-            Box::new(domain).destroy(gpu);
-            return Err(e);
         }
+        .guard(gpu);
+        // Built in place: from here on the domain's own destroy releases whatever was made.
+        domain.build(gpu, ml, ordinal, render, output)?;
         domain.label = format!("cuda (CUDA device {ordinal}, the same GPU by UUID)");
-        Ok(domain)
+        Ok(domain.keep())
     }
 
     /// The tensors, the timing events and the model on this domain's stream.
@@ -332,23 +331,32 @@ fn import_semaphore(
 ) -> anyhow::Result<sys::CUexternalSemaphore> {
     crate::fault::check("CUDA semaphore import", "shared cuda timeline")?;
     let fd = semaphore.export_fd(gpu)?;
-    let raw = fd.into_raw_fd();
     let desc = sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
         type_:
             sys::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD,
-        handle: sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1 { fd: raw },
+        handle: sys::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1 {
+            fd: fd.as_raw_fd(),
+        },
         flags: 0,
         reserved: [0; 16],
     };
     let mut imported = std::ptr::null_mut();
     // SAFETY: `desc` holds a live opaque fd of a timeline semaphore.
-    if let Err(e) = unsafe { sys::cuImportExternalSemaphore(&mut imported, &desc) }.result() {
-        drop(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
-        anyhow::bail!(
-            "importing the timeline semaphore into CUDA (cuImportExternalSemaphore): {e}"
-        );
-    }
+    unsafe { sys::cuImportExternalSemaphore(&mut imported, &desc) }
+        .result()
+        .map_err(cuda(
+            "importing the timeline semaphore into CUDA (cuImportExternalSemaphore)",
+        ))?;
+    // CUDA owns the fd only after a successful import (on failure the `?` drops `fd`, which closes it).
+    let _ = fd.into_raw_fd();
     Ok(imported)
+}
+
+/// A domain under construction: its own destroy skips what was not made yet.
+impl Destroy for CudaDomain {
+    fn destroy_with(self, gpu: &Gpu) {
+        Domain::destroy(Box::new(self), gpu);
+    }
 }
 
 fn cuda(what: &'static str) -> impl Fn(DriverError) -> anyhow::Error {

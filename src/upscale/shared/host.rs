@@ -9,6 +9,7 @@ use ash::vk;
 
 use super::Domain;
 use crate::gpu::external::HostBuffer;
+use crate::gpu::guard::Destroy;
 use crate::gpu::Gpu;
 use crate::upscale::model::OrtModel;
 use crate::upscale::{HostTimes, MlSettings};
@@ -39,19 +40,13 @@ impl HostDomain {
         let bytes = |shape: [usize; 4]| (shape.iter().product::<usize>() * 4) as u64;
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER;
         let input = HostBuffer::new(gpu, "shared input tensor", bytes(in_shape), usage)
-            .context("importing the input tensor's host memory into Vulkan")?;
-        let output = match HostBuffer::new(gpu, "shared output tensor", bytes(out_shape), usage) {
-            Ok(b) => b,
-            Err(e) => {
-                input.destroy(gpu);
-                return Err(
-                    anyhow::Error::new(e).context("importing the output tensor's host memory")
-                );
-            }
-        };
+            .context("importing the input tensor's host memory into Vulkan")?
+            .guard(gpu);
+        let output = HostBuffer::new(gpu, "shared output tensor", bytes(out_shape), usage)
+            .context("importing the output tensor's host memory")?;
         Ok(Self {
             model,
-            input,
+            input: input.keep(),
             output,
             in_shape,
             out_shape,
