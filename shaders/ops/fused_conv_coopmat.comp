@@ -27,13 +27,14 @@ layout(constant_id = 15) const uint CM_N = 16u;
 layout(constant_id = 16) const uint CM_K = 16u;
 layout(constant_id = 17) const uint SUBGROUP = 32u;
 layout(constant_id = 18) const uint SEGS = 8u;
-// The invocations that stage the input tile (the work group: four subgroups).
-#define STAGE_THREADS (4u * SUBGROUP)
+// Subgroups per work group (infer::ops::fused_conv::Tiling::subgroups).
+layout(constant_id = 21) const uint SUBGROUPS = 4u;
+// The invocations that stage the input tile (the whole work group).
+#define STAGE_THREADS (SUBGROUPS * SUBGROUP)
 #include "ops/fused_conv.glsl"
 
 layout(local_size_x_id = 20) in;
 
-const uint SUBGROUPS = 4u;
 const uint N_TILES = OC_TILE / CM_N;
 const uint K_TILES = CHUNK / CM_K;
 const uint SEGS_PER_ROW = TILE_W / CM_M;
