@@ -38,7 +38,12 @@ layout(constant_id = 13) const bool OUT_BLOCKED = false;
 
 const uint OC_TILE = 16u;
 const uint TILE_ROWS = TILE_H + KH - 1u;
-const uint TILE_COLS = TILE_W + KW - 1u;
+// Kernel columns per matrix product in the matrix kernel (1, or 2 when a product's depth holds
+// two taps' worth of a thin input's channels); the staged tile and the weights round the
+// kernel's width up to a multiple of it (the extra taps' weights are zero).
+layout(constant_id = 22) const uint TAP_GROUP = 1u;
+const uint KW_STAGE = (KW + TAP_GROUP - 1u) / TAP_GROUP * TAP_GROUP;
+const uint TILE_COLS = TILE_W + KW_STAGE - 1u;
 const uint TAPS = KH * KW;
 const uint CBLOCK = 16u;
 

@@ -36,7 +36,8 @@ layout(constant_id = 21) const uint SUBGROUPS = 4u;
 layout(local_size_x_id = 20) in;
 
 const uint N_TILES = OC_TILE / CM_N;
-const uint K_TILES = CHUNK / CM_K;
+// Products per tap group: CHUNK / CM_K, or one when a product spans TAP_GROUP taps.
+const uint K_TILES = TAP_GROUP > 1u ? 1u : CHUNK / CM_K;
 const uint SEGS_PER_ROW = TILE_W / CM_M;
 // Invocations per pixel in the epilogue (a subgroup wider than a segment splits the channels).
 const uint GROUPS = SUBGROUP > CM_M ? SUBGROUP / CM_M : 1u;
@@ -78,25 +79,28 @@ void main() {
         barrier();
         stage_chunk(c0, gl_LocalInvocationIndex);
         barrier();
-        for (uint tap = 0u; tap < TAPS; ++tap) {
-            uint ky = tap / KW;
-            uint kx = tap - ky * KW;
-            [[unroll]] for (uint kt = 0u; kt < K_TILES; ++kt) {
-                coopmat<float16_t, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB> b[N_TILES];
-                uint wrow = (ob * TAPS + tap) * p.icp + c0 + kt * CM_K;
-                [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
-                    coopMatLoad(b[n], w, wrow * OC_TILE + n * CM_N, OC_TILE,
-                                gl_CooperativeMatrixLayoutRowMajor);
-                }
-                [[unroll]] for (uint s = 0u; s < SEGS; ++s) {
-                    uint seg = sg * SEGS + s;
-                    uint row = seg / SEGS_PER_ROW + ky;
-                    uint col = (seg % SEGS_PER_ROW) * CM_M + kx;
-                    coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> a;
-                    coopMatLoad(a, s_in, ((row * TILE_COLS + col) * S_STRIDE + kt * CM_K) / 4u,
-                                S_STRIDE / 4u, gl_CooperativeMatrixLayoutRowMajor);
+        // One matrix product per kernel tap and CM_K staged channels; with TAP_GROUP = 2 (a
+        // thin input staged as 8 channels) one product's depth is two neighbouring taps: the
+        // A rows are then 16 consecutive staged values spanning two pixels.
+        for (uint ky = 0u; ky < KH; ++ky) {
+            for (uint kx = 0u; kx < KW_STAGE; kx += TAP_GROUP) {
+                [[unroll]] for (uint kt = 0u; kt < K_TILES; ++kt) {
+                    coopmat<float16_t, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB> b[N_TILES];
+                    uint wrow = (ob * KH * KW_STAGE + ky * KW_STAGE + kx) * p.icp + c0 + kt * CM_K;
                     [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
-                        acc[s][n] = coopMatMulAdd(a, b[n], acc[s][n]);
+                        coopMatLoad(b[n], w, wrow * OC_TILE + n * CM_N, OC_TILE,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+                    }
+                    [[unroll]] for (uint s = 0u; s < SEGS; ++s) {
+                        uint seg = sg * SEGS + s;
+                        uint row = seg / SEGS_PER_ROW + ky;
+                        uint col = (seg % SEGS_PER_ROW) * CM_M + kx;
+                        coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> a;
+                        coopMatLoad(a, s_in, ((row * TILE_COLS + col) * S_STRIDE + kt * CM_K) / 4u,
+                                    S_STRIDE / 4u, gl_CooperativeMatrixLayoutRowMajor);
+                        [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
+                            acc[s][n] = coopMatMulAdd(a, b[n], acc[s][n]);
+                        }
                     }
                 }
             }

@@ -94,15 +94,16 @@ impl<'g> Builder<'g> {
     }
 
     /// The kernel and tiling for a conv of this geometry: the matrix units in fp16 when the
-    /// plan has a shape for them and the conv has more than half a staged chunk (8) of input
-    /// channels, else the packed path; None when no tile fits. (Below that the zero padding
-    /// costs more than the matrix units save: the 3-channel 5x5 conv of quality_x2 at 960x540
-    /// took 0.209 ms on the matrix units of the H200, 0.089 ms packed in fp32.)
+    /// plan has a shape for them and the conv has more than 8 input channels, or at most 8
+    /// with a matrix depth of 16 (two taps of 8 staged channels per product), else the packed
+    /// path; None when no tile fits. (Padding 3 channels to a depth of 16 per tap cost more
+    /// than the matrix units save: the 3-channel 5x5 conv of quality_x2 at 960x540 took 0.209
+    /// ms that way on the H200, 0.089 ms packed in fp32.)
     fn kernel_for(&self, g: &Geometry, tail: bool) -> Option<(Kernel, Tiling)> {
         let o = &self.options;
         let max = o.max_shared_memory;
         let coop = match (o.coopmat, o.precision) {
-            (Some(cm), Precision::Fp16) if g.in_c > 8 => fused_conv::tiling(
+            (Some(cm), Precision::Fp16) if g.in_c > 8 || cm.k == 16 => fused_conv::tiling(
                 g.in_c,
                 g.kernel,
                 Kernel::CoopMat(cm),
