@@ -17,9 +17,9 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 
 use super::scene::{self, ScenePass, SceneTargets};
-use super::FRAMES_IN_FLIGHT;
 use crate::game::world::World;
 use crate::gpu::barrier::{self, State};
+use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::gpu::guard::Destroy;
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::timestamps::Timestamps;

@@ -20,16 +20,13 @@ use egui_ash_renderer::allocator::GpuAllocator;
 
 use crate::game::world::World;
 use crate::gpu::barrier::State;
-use crate::gpu::frame::{self, Frame};
+use crate::gpu::frame::{self, Frame, FRAMES_IN_FLIGHT};
 use crate::gpu::{self, Destroy as _, Gpu, Image, ImageDesc};
 use crate::upscale::{self, HostTimes, MlSettings, Pattern, Upscaler};
 use compare::{Compare, ComparePsnr, CompareSide};
 use composite::CompositePass;
 use scene::{ScenePass, SceneTargets};
 use stats::{FrameRecord, Stats};
-
-/// Frames the CPU may record ahead of the GPU.
-pub const FRAMES_IN_FLIGHT: usize = 2;
 
 /// Where this frame's final image goes.
 pub struct Target {

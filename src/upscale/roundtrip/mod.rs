@@ -19,8 +19,8 @@ use gpu_allocator::MemoryLocation;
 use super::model::OrtModel;
 use super::{FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier::{self, Transition};
+use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::gpu::{self, Buffer, Destroy as _, Gpu, Image};
-use crate::render::FRAMES_IN_FLIGHT;
 
 pub use convert::{nchw_to_rgba8, rgba8_to_nchw};
 

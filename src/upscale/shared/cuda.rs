@@ -22,9 +22,9 @@ use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
 use super::{DeviceSync, Domain};
 use crate::gpu::device::hex;
 use crate::gpu::export::{self, ExportBuffer, ExportTimeline};
+use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::gpu::guard::Destroy;
 use crate::gpu::Gpu;
-use crate::render::FRAMES_IN_FLIGHT;
 use crate::upscale::model::{CudaTarget, ExecutionProvider, OrtModel};
 use crate::upscale::{HostTimes, MlSettings};
 
