@@ -243,7 +243,7 @@ impl Session {
         let old_label = &self.model_labels[self.model_index];
         let refuse = |why: String| format!("{new_label}: {why}; still running {old_label}");
         let patterns = probe_patterns(&self.gpu, &ml, self.renderer.sizes());
-        let ml_patterns = || patterns.iter().filter(|p| p.0 != Pattern::Bilinear);
+        let ml_patterns = || patterns.iter().filter(|p| p.0.caps().needs_model);
         if ml_patterns().all(|p| p.1.is_err()) {
             return Err(refuse(format!(
                 "no pattern can run it ({})",
@@ -546,16 +546,17 @@ fn create_gpu(
 fn probe_patterns(gpu: &Gpu, ml: &MlSettings, sizes: Sizes) -> Vec<(Pattern, Result<(), String>)> {
     let render = (sizes.render.width, sizes.render.height);
     let output = (sizes.output.width, sizes.output.height);
-    // cpu-roundtrip and shared-memory load the same model into ONNX Runtime: probe it once.
+    // The ONNX Runtime patterns load the same model into the same runtime: probe it once.
     let mut ort_probe: Option<Result<(), String>> = None;
     let mut patterns = Vec::with_capacity(Pattern::ALL.len());
     for p in Pattern::ALL {
         let probe = |p| upscale::probe(p, ml, render, output);
-        let ok = upscale::device_support(gpu, p, ml).and_then(|()| match p {
-            Pattern::CpuRoundtrip | Pattern::SharedMemory => {
+        let ok = upscale::device_support(gpu, p, ml).and_then(|()| {
+            if p.caps().onnx_runtime {
                 ort_probe.get_or_insert_with(|| probe(p)).clone()
+            } else {
+                probe(p)
             }
-            _ => probe(p),
         });
         if let Err(why) = &ok {
             tracing::info!("{p} unavailable with {}: {why}", ml.model.display());

@@ -68,7 +68,7 @@ impl CompareSide {
             CompareSide::Pattern(p) if p == current => {
                 Err(format!("{p} is already the current pattern (left side)"))
             }
-            CompareSide::Pattern(p @ (Pattern::CpuRoundtrip | Pattern::SharedMemory)) => Err(
+            CompareSide::Pattern(p) if p.caps().host_step => Err(
                 format!("{p} runs on the host between two submissions; compare it by making it the current pattern"),
             ),
             CompareSide::Pattern(_) => Ok(()),
@@ -447,5 +447,16 @@ mod tests {
         assert!(CompareSide::Pattern(Pattern::InStream)
             .support(Pattern::CpuRoundtrip)
             .is_ok());
+        // By capability, not by name: every pattern with a host step is refused, and the UI
+        // offers none.
+        for p in Pattern::ALL.into_iter().filter(|p| p.caps().host_step) {
+            let other = Pattern::ALL.into_iter().find(|&q| q != p).unwrap();
+            assert!(CompareSide::Pattern(p).support(other).is_err(), "{p}");
+        }
+        for side in CompareSide::ALL {
+            if let CompareSide::Pattern(p) = side {
+                assert!(!p.caps().host_step, "{p} is offered as a right side");
+            }
+        }
     }
 }

@@ -320,10 +320,10 @@ impl Renderer {
 
     /// Runs the current pattern on another model (`ml`). The new upscaler is built before the
     /// old one is retired, so on failure nothing changes and the previous model keeps running.
-    /// Bilinear uses no model: it only remembers the settings for the next ML pattern.
+    /// A pattern without a model only remembers the settings for the next ML pattern.
     pub fn switch_model(&mut self, gpu: &Gpu, ml: MlSettings) -> anyhow::Result<()> {
         let pattern = self.upscaler.pattern();
-        if pattern != Pattern::Bilinear {
+        if pattern.caps().needs_model {
             let new = upscale::create(gpu, pattern, &ml, &self.targets.color, &self.output)?;
             let old = std::mem::replace(&mut self.upscaler, new);
             let last_slot = self.last_slot();
@@ -333,7 +333,9 @@ impl Renderer {
         self.stats.new_configuration();
         self.ml = ml;
         // A second ML upscaler on the compare view's right side follows the model too.
-        if let Some(side @ CompareSide::Pattern(Pattern::InStream)) = self.compare_side() {
+        let runs_model =
+            |s: &CompareSide| matches!(s, CompareSide::Pattern(p) if p.caps().needs_model);
+        if let Some(side) = self.compare_side().filter(runs_model) {
             self.set_compare(gpu, None)?;
             if let Err(e) = self.set_compare(gpu, Some(side)) {
                 tracing::warn!("compare view off: {side} cannot run the new model: {e:#}");

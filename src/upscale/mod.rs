@@ -78,6 +78,62 @@ impl Pattern {
     pub fn names() -> String {
         Pattern::ALL.map(|p| p.name()).join(", ")
     }
+
+    /// What this pattern can do and needs, for code that must decide by capability (compare
+    /// view, session, bench) instead of by name.
+    pub const fn caps(self) -> Caps {
+        const NONE: Caps = Caps {
+            needs_model: false,
+            onnx_runtime: false,
+            host_step: false,
+            domains: &[],
+            precisions: false,
+            temporal: false,
+        };
+        match self {
+            Pattern::Bilinear => NONE,
+            Pattern::CpuRoundtrip => Caps {
+                needs_model: true,
+                onnx_runtime: true,
+                host_step: true,
+                ..NONE
+            },
+            Pattern::SharedMemory => Caps {
+                needs_model: true,
+                onnx_runtime: true,
+                host_step: true,
+                domains: shared::DOMAINS,
+                ..NONE
+            },
+            Pattern::InStream => Caps {
+                needs_model: true,
+                precisions: true,
+                ..NONE
+            },
+        }
+    }
+}
+
+/// A pattern's capabilities ([`Pattern::caps`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    /// Runs an ONNX model (`upscale.model`): it has a model to switch, and a model that cannot
+    /// run makes it unavailable.
+    pub needs_model: bool,
+    /// Runs that model through ONNX Runtime, so it needs the library; such patterns load the
+    /// same session for the same model and settings.
+    pub onnx_runtime: bool,
+    /// Splits the frame around work outside the frame's command buffer (any [`Schedule`] but
+    /// `Single`), so it cannot be recorded as a second upscaler into the same command buffer.
+    pub host_step: bool,
+    /// Where it can keep its tensors (`upscale.shared_domain`); empty: no choice, nothing that
+    /// depends on the device beyond Vulkan 1.3.
+    pub domains: &'static [&'static str],
+    /// Has the in-stream engine's storage precision choice (`upscale.precision`: fp32, fp16).
+    pub precisions: bool,
+    /// Keeps history across frames, so it must be told when that history no longer applies.
+    /// None does yet.
+    pub temporal: bool,
 }
 
 impl fmt::Display for Pattern {
@@ -231,6 +287,22 @@ pub fn create(
     input: &Image,
     output: &Image,
 ) -> anyhow::Result<Box<dyn Upscaler>> {
+    let upscaler = create_pattern(gpu, pattern, ml, input, output)?;
+    debug_assert_eq!(
+        upscaler.schedule() != Schedule::Single,
+        pattern.caps().host_step,
+        "{pattern}'s schedule disagrees with its capabilities"
+    );
+    Ok(upscaler)
+}
+
+fn create_pattern(
+    gpu: &Gpu,
+    pattern: Pattern,
+    ml: &MlSettings,
+    input: &Image,
+    output: &Image,
+) -> anyhow::Result<Box<dyn Upscaler>> {
     match pattern {
         Pattern::Bilinear => Ok(Box::new(bilinear::Bilinear::new(gpu)?)),
         Pattern::CpuRoundtrip => {
@@ -250,7 +322,7 @@ pub fn create(
 /// Why `pattern` cannot run on `gpu`, for reasons that depend on the device (and, for the
 /// shared-memory pattern's domains, on CUDA and the ONNX Runtime build).
 pub fn device_support(gpu: &Gpu, pattern: Pattern, ml: &MlSettings) -> Result<(), String> {
-    if pattern != Pattern::SharedMemory {
+    if pattern.caps().domains.is_empty() {
         return Ok(());
     }
     let host = || {
@@ -284,15 +356,15 @@ pub fn probe(
     render: (u32, u32),
     output: (u32, u32),
 ) -> Result<(), String> {
-    match pattern {
-        Pattern::Bilinear => return Ok(()),
+    let caps = pattern.caps();
+    if !caps.needs_model {
+        return Ok(());
+    }
+    if !caps.onnx_runtime {
         // Our own engine: no ONNX Runtime needed, just a model it can plan for these sizes.
-        Pattern::InStream => {
-            return instream::plan(&ml.model, render, output)
-                .map(drop)
-                .map_err(|e| e.to_string())
-        }
-        _ => {}
+        return instream::plan(&ml.model, render, output)
+            .map(drop)
+            .map_err(|e| e.to_string());
     }
     ml.runtime()?;
     let (_, info) =
@@ -302,7 +374,7 @@ pub fn probe(
 
 #[cfg(test)]
 mod tests {
-    use super::Pattern;
+    use super::{shared, Pattern};
 
     #[test]
     fn pattern_names_round_trip() {
@@ -310,5 +382,38 @@ mod tests {
             assert_eq!(Pattern::parse(p.name()), Some(p));
         }
         assert_eq!(Pattern::parse("bicubic"), None);
+    }
+
+    #[test]
+    fn capabilities_hang_together() {
+        for p in Pattern::ALL {
+            let caps = p.caps();
+            // ONNX Runtime only ever runs a model.
+            assert!(!caps.onnx_runtime || caps.needs_model, "{p}");
+            // A model runs either in ONNX Runtime or in the project's own engine, which alone
+            // has the precision choice.
+            assert_eq!(
+                caps.needs_model && !caps.onnx_runtime,
+                caps.precisions,
+                "{p}"
+            );
+            // Memory domains are where ONNX Runtime keeps tensors shared with Vulkan, and
+            // ordering it with the frame splits the frame.
+            assert!(
+                caps.domains.is_empty() || (caps.onnx_runtime && caps.host_step),
+                "{p}"
+            );
+            // Running ONNX Runtime is work outside the frame's command buffer.
+            assert_eq!(caps.onnx_runtime, caps.host_step, "{p}");
+            assert!(!caps.temporal, "{p}: no pattern keeps history yet");
+        }
+        // The baseline needs nothing, so it is always there to fall back on.
+        assert!(!Pattern::Bilinear.caps().needs_model);
+        for domain in Pattern::SharedMemory.caps().domains {
+            assert!(
+                shared::DomainChoice::parse(domain).is_some(),
+                "upscale.shared_domain names {domain}"
+            );
+        }
     }
 }

@@ -44,6 +44,9 @@ use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::{self, Gpu, Image, Pipeline};
 use crate::shader;
 
+/// The domains this pattern can use, by [`Domain::name`].
+pub const DOMAINS: &[&str] = &["host", "cuda"];
+
 /// Which domain `upscale.shared_domain` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DomainChoice {
