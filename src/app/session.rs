@@ -154,6 +154,12 @@ impl Session {
         self.models[(self.model_cursor + 1) % self.models.len()].clone()
     }
 
+    /// R: all orbs back, timer to zero. The picture jumps, so the upscalers start over.
+    pub fn restart(&mut self) {
+        self.world.restart();
+        self.renderer.reset_history();
+    }
+
     /// Switches pattern, keeping the current one (and saying why) when the new one fails.
     pub fn switch(&mut self, pattern: Pattern) {
         match self.renderer.switch_pattern(&self.gpu, pattern) {

@@ -26,7 +26,7 @@ use crate::gpu::timestamps::Timestamps;
 use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc, Pipeline};
 use crate::metrics::psnr_from_mse;
 use crate::shader;
-use crate::upscale::{self, FrameIo, MlSettings, Pattern, Schedule, Upscaler};
+use crate::upscale::{self, FrameInputs, FrameIo, MlSettings, Pattern, Schedule, Upscaler};
 
 /// What the right side of the divider shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,7 +217,7 @@ impl Compare {
     ///
     /// # Safety
     /// `cmd` is recording outside a rendering scope; the slot's fence was waited on and
-    /// [`Compare::collect`] ran for it; `input` is in `barrier::SAMPLED`.
+    /// [`Compare::collect`] ran for it; `inputs` are in `barrier::SAMPLED`.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn record(
         &mut self,
@@ -227,7 +227,7 @@ impl Compare {
         frame: u64,
         scene: &mut ScenePass,
         world: &World,
-        input: &Image,
+        inputs: FrameInputs,
         output: &Image,
     ) -> anyhow::Result<State> {
         let device = &gpu.device;
@@ -242,7 +242,7 @@ impl Compare {
                 gpu,
                 cmd,
                 slot,
-                input,
+                inputs,
                 output: &r.image,
                 timestamps: &mut r.timestamps[slot],
             };

@@ -4,6 +4,7 @@
 
 pub mod compare;
 pub mod composite;
+mod history;
 pub mod offscreen;
 pub mod overlay;
 mod record;
@@ -25,6 +26,7 @@ use crate::gpu::{self, Destroy as _, Gpu, Image, ImageDesc};
 use crate::upscale::{self, HostTimes, MlSettings, Pattern, Upscaler};
 use compare::{Compare, ComparePsnr, CompareSide};
 use composite::CompositePass;
+use history::HistoryReset;
 use scene::{ScenePass, SceneTargets};
 use stats::{FrameRecord, Stats};
 
@@ -90,6 +92,10 @@ pub struct Renderer {
     spans: Vec<(&'static str, f64)>,
     /// The `upscale` span of a split frame, opened in command buffer A and closed in B.
     open_span: Option<gpu::timestamps::Span>,
+    /// Whether the next recorded frame starts the upscalers' history over.
+    history: HistoryReset,
+    /// The frame being recorded starts it over (`FrameInputs::reset`, taken from `history`).
+    frame_reset: bool,
 }
 
 /// The image sizes of the pipeline.
@@ -210,6 +216,8 @@ impl Renderer {
             last_frame_start: None,
             spans: Vec::with_capacity(32),
             open_span: None,
+            history: HistoryReset::new(),
+            frame_reset: false,
         })
     }
 
@@ -263,6 +271,7 @@ impl Renderer {
         let last_slot = self.last_slot();
         self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
         self.stats.new_configuration();
+        self.history.request();
         tracing::info!("upscaler: {pattern}");
         // The right side never duplicates the left: compare against native instead.
         if self.compare_side() == Some(CompareSide::Pattern(pattern)) {
@@ -294,6 +303,8 @@ impl Renderer {
             self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
         }
         self.stats.new_configuration();
+        // The right side's upscaler is new (or gone): both sides start over together.
+        self.history.request();
         tracing::info!(
             "compare view: {}",
             side.map_or("off".to_string(), |s| format!("right side {s}"))
@@ -331,6 +342,7 @@ impl Renderer {
         }
         tracing::info!("model: {}", ml.model.display());
         self.stats.new_configuration();
+        self.history.request();
         self.ml = ml;
         // A second ML upscaler on the compare view's right side follows the model too.
         let runs_model =
@@ -342,6 +354,19 @@ impl Renderer {
             }
         }
         Ok(())
+    }
+
+    /// The picture jumps (the game restarted): the next frame starts the upscalers' history
+    /// over. Pattern, model, precision and compare-view switches do this themselves; the render
+    /// and output sizes are fixed for a renderer's life, so a new size is a new renderer, whose
+    /// first frame starts over.
+    pub fn reset_history(&mut self) {
+        self.history.request();
+    }
+
+    /// Whether the last recorded frame told the upscalers to start their history over.
+    pub fn last_frame_reset(&self) -> bool {
+        self.frame_reset
     }
 
     fn last_slot(&self) -> usize {
@@ -368,6 +393,8 @@ impl Renderer {
             return Ok(false);
         };
         let ui = ui.as_deref();
+        // Taken only once the frame is sure to be recorded: a skipped frame passes it on.
+        self.frame_reset = self.history.take();
         let mut host = HostTimes::new();
         let cmd = unsafe { self.record_until_split(gpu, slot, world)? };
         // SAFETY: each command buffer is recorded once, after this slot's fence was waited on.

@@ -9,7 +9,7 @@ use super::{Renderer, Target, UiFrame};
 use crate::game::world::World;
 use crate::gpu::barrier::{self, Transition};
 use crate::gpu::{self, frame, Gpu};
-use crate::upscale::{FrameIo, HostTimes, Schedule};
+use crate::upscale::{FrameInputs, FrameIo, HostTimes, Schedule};
 
 impl Renderer {
     /// Scene pass and the upscaler's first part, into `cmd[0]`.
@@ -38,7 +38,7 @@ impl Renderer {
             gpu,
             cmd,
             slot,
-            input: &self.targets.color,
+            inputs: FrameInputs::color(&self.targets.color, self.frame_reset),
             output: &self.output,
             timestamps: &mut frame.timestamps,
         };
@@ -100,7 +100,7 @@ impl Renderer {
             gpu,
             cmd: cmd_b,
             slot,
-            input: &self.targets.color,
+            inputs: FrameInputs::color(&self.targets.color, self.frame_reset),
             output: &self.output,
             timestamps: &mut frame.timestamps,
         };
@@ -237,7 +237,7 @@ impl Renderer {
                 self.frame_number,
                 &mut self.scene,
                 world,
-                &self.targets.color,
+                FrameInputs::color(&self.targets.color, self.frame_reset),
                 &self.output,
             )?;
             timestamps.end(gpu, cmd, span);

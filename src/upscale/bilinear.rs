@@ -50,7 +50,7 @@ impl Upscaler for Bilinear {
             vk::PipelineBindPoint::COMPUTE,
             &self.pipeline,
             &[
-                Binding::SampledImage(io.input.view, self.sampler),
+                Binding::SampledImage(io.inputs.color.view, self.sampler),
                 Binding::StorageImage(io.output.view),
             ],
         );

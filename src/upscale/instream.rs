@@ -103,7 +103,7 @@ impl Upscaler for InStream {
         // The previous frame's dispatches read and wrote the same tensor buffers.
         compute_barrier(&io.gpu.device, io.cmd);
         let frame = FrameImages {
-            input: io.input.view,
+            input: io.inputs.color.view,
             sampler: self.sampler,
             output: io.output.view,
         };

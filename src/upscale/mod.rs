@@ -131,8 +131,8 @@ pub struct Caps {
     pub domains: &'static [&'static str],
     /// Has the in-stream engine's storage precision choice (`upscale.precision`: fp32, fp16).
     pub precisions: bool,
-    /// Keeps history across frames, so it must be told when that history no longer applies.
-    /// None does yet.
+    /// Keeps history across frames: reads [`FrameInputs::reset`] (and, where given, depth,
+    /// motion and jitter). None does yet.
     pub temporal: bool,
 }
 
@@ -160,14 +160,44 @@ pub struct DeviceSync {
     pub wait: u64,
 }
 
+/// What the renderer gives an upscaler for one frame: images at render resolution, all in
+/// `barrier::SAMPLED`, and what a temporal pattern needs to reuse its history. The upscaler
+/// reads these and nothing else of the renderer.
+#[derive(Clone, Copy)]
+pub struct FrameInputs<'a> {
+    /// The scene's colour.
+    pub color: &'a Image,
+    /// The scene's depth, where the renderer provides it (None today).
+    pub depth: Option<&'a Image>,
+    /// Per-pixel motion vectors to the previous frame, where provided (None today).
+    pub motion: Option<&'a Image>,
+    /// The sub-pixel offset of this frame's projection, in render pixels ([0, 0] today).
+    pub jitter: [f32; 2],
+    /// History from earlier frames no longer applies (first frame, pattern, model or precision
+    /// switch, compare view toggled, restart): a temporal pattern starts over.
+    pub reset: bool,
+}
+
+impl<'a> FrameInputs<'a> {
+    /// Colour only, no jitter, no history to keep.
+    pub fn color(color: &'a Image, reset: bool) -> Self {
+        Self {
+            color,
+            depth: None,
+            motion: None,
+            jitter: [0.0, 0.0],
+            reset,
+        }
+    }
+}
+
 /// What a pattern records against in one frame.
 pub struct FrameIo<'a> {
     pub gpu: &'a Gpu,
     pub cmd: vk::CommandBuffer,
     /// The frame slot (0..frames in flight) for per-slot resources.
     pub slot: usize,
-    /// The scene at render resolution, in `barrier::SAMPLED`.
-    pub input: &'a Image,
+    pub inputs: FrameInputs<'a>,
     /// The upscaled image at output resolution, in `barrier::UPSCALE_WRITE` (GENERAL).
     pub output: &'a Image,
     /// For sub-stage spans (`upscale/...`) that the overlay and summary show.

@@ -108,7 +108,7 @@ impl Upscaler for CpuRoundtrip {
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
         let device = &io.gpu.device;
         let span = io.timestamps.begin(io.gpu, io.cmd, "readback");
-        let image = io.input;
+        let image = io.inputs.color;
         barrier::transition(
             device,
             io.cmd,

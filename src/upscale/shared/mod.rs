@@ -249,11 +249,11 @@ impl Upscaler for SharedMemory {
             vk::PipelineBindPoint::COMPUTE,
             &self.to_tensor,
             &[
-                Binding::SampledImage(io.input.view, self.sampler),
+                Binding::SampledImage(io.inputs.color.view, self.sampler),
                 Binding::StorageBuffer(self.domain.input()),
             ],
         );
-        let (x, y) = groups(io.input.extent());
+        let (x, y) = groups(io.inputs.color.extent());
         device.cmd_dispatch(io.cmd, x, y, 1);
         if !self.on_device() {
             // The runtime reads the tensor on the host once the timeline value of A is reached.
