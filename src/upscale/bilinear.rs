@@ -3,7 +3,7 @@
 
 use ash::vk;
 
-use super::{FrameIo, Pattern, Upscaler};
+use super::{FrameIo, FrameSplit, Pattern, Upscaler};
 use crate::gpu::guard::Destroy;
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::{self, Gpu, Pipeline};
@@ -34,6 +34,9 @@ impl Bilinear {
         })
     }
 }
+
+/// One dispatch in the frame's command buffer: no split.
+impl FrameSplit for Bilinear {}
 
 impl Upscaler for Bilinear {
     fn pattern(&self) -> Pattern {

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use ash::vk;
 
-use super::{FrameIo, MlSettings, Pattern, Upscaler};
+use super::{FrameIo, FrameSplit, MlSettings, Pattern, Upscaler};
 use crate::gpu::guard::Destroy;
 use crate::gpu::{self, Gpu, Image};
 use crate::infer::ops::{compute_barrier, FrameImages};
@@ -93,6 +93,9 @@ impl InStream {
         })
     }
 }
+
+/// Dispatches in the frame's command buffer: no split.
+impl FrameSplit for InStream {}
 
 impl Upscaler for InStream {
     fn pattern(&self) -> Pattern {

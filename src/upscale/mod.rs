@@ -13,15 +13,15 @@
 //!   frame's single command buffer.
 //! - [`Schedule::HostStep`] (CPU roundtrip): the loop submits command buffer A (scene + `record`)
 //!   signalling the frame's timeline value `n`, waits for `n` on the host, calls
-//!   [`Upscaler::run_host`], then records command buffer B starting with
+//!   [`FrameSplit::run_host`], then records command buffer B starting with
 //!   [`Upscaler::record_after`] followed by composite and UI, and submits B.
 //! - [`Schedule::HostSignal`] (external-memory share): A signals `n` as above, and B is recorded
 //!   and submitted right away, waiting on the GPU for `n + 1`; the host waits for `n`, runs
-//!   [`Upscaler::run_host`] and then signals `n + 1` itself (vkSignalSemaphore). The host thread
+//!   [`FrameSplit::run_host`] and then signals `n + 1` itself (vkSignalSemaphore). The host thread
 //!   only waits and runs the model; it never records or submits between the two halves.
 //! - [`Schedule::DeviceSignal`] (external-memory share on CUDA): before A the pattern hands out
-//!   [`Upscaler::device_sync`] values of its own timeline semaphore; A also signals the first,
-//!   [`Upscaler::run_device`] queues the runtime's GPU work between the two (it waits for the
+//!   [`FrameSplit::device_sync`] values of its own timeline semaphore; A also signals the first,
+//!   [`FrameSplit::run_device`] queues the runtime's GPU work between the two (it waits for the
 //!   first and signals the second on the other API's queue, and returns without waiting), and B
 //!   waits for the second on the GPU. The host waits for nothing.
 //!
@@ -207,22 +207,18 @@ pub struct FrameIo<'a> {
 /// Host-side sub-stage times of one frame, in milliseconds (e.g. `inference`).
 pub type HostTimes = Vec<(&'static str, f64)>;
 
-pub trait Upscaler {
-    fn pattern(&self) -> Pattern;
-
-    /// How the frame is split around [`Upscaler::run_host`], if at all.
+/// The split-frame protocol (see the module documentation): how a frame is split around work
+/// outside its command buffers, and that work. Every upscaler speaks it (the defaults: no
+/// split); so do the shared-memory pattern's memory domains, whose split that pattern passes on.
+pub trait FrameSplit {
+    /// How the frame is split around [`FrameSplit::run_host`] or
+    /// [`FrameSplit::run_device`], if at all.
     fn schedule(&self) -> Schedule {
         Schedule::Single
     }
 
-    /// Records this pattern's GPU work into the frame's (first) command buffer.
-    ///
-    /// # Safety
-    /// `io.cmd` is recording outside any rendering scope; the images are in the states the
-    /// module documentation gives.
-    unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()>;
-
-    /// The host step between the two submissions; the first submission has completed.
+    /// [`Schedule::HostStep`] / [`Schedule::HostSignal`]: the host step between the two
+    /// submissions; the first submission has completed.
     fn run_host(&mut self, _gpu: &Gpu, _slot: usize, _times: &mut HostTimes) -> anyhow::Result<()> {
         Ok(())
     }
@@ -233,8 +229,8 @@ pub trait Upscaler {
     }
 
     /// [`Schedule::DeviceSignal`]: queues the work outside Vulkan between the values of the last
-    /// [`Upscaler::device_sync`], after A was submitted. The value B waits for is given even when
-    /// this fails.
+    /// [`FrameSplit::device_sync`], after A was submitted. The value B waits for is given even
+    /// when this fails.
     fn run_device(
         &mut self,
         _gpu: &Gpu,
@@ -247,6 +243,17 @@ pub trait Upscaler {
     /// GPU sub-stages of the slot's completed frame measured outside Vulkan's timestamps (e.g.
     /// CUDA events), added to the frame's GPU spans.
     fn collect_gpu(&mut self, _slot: usize, _spans: &mut Vec<(&'static str, f64)>) {}
+}
+
+pub trait Upscaler: FrameSplit {
+    fn pattern(&self) -> Pattern;
+
+    /// Records this pattern's GPU work into the frame's (first) command buffer.
+    ///
+    /// # Safety
+    /// `io.cmd` is recording outside any rendering scope; the images are in the states the
+    /// module documentation gives.
+    unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()>;
 
     /// Records the GPU work after the host step, at the start of the second command buffer.
     ///

@@ -17,7 +17,7 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 
 use super::model::OrtModel;
-use super::{FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
+use super::{FrameIo, FrameSplit, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier::{self, Transition};
 use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::gpu::{self, Buffer, Destroy as _, Gpu, Image};
@@ -96,13 +96,39 @@ impl CpuRoundtrip {
     }
 }
 
+impl FrameSplit for CpuRoundtrip {
+    fn schedule(&self) -> Schedule {
+        Schedule::HostStep
+    }
+
+    fn run_host(&mut self, gpu: &Gpu, slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
+        let buffers = &mut self.slots[slot];
+        let t0 = Instant::now();
+        buffers.readback.invalidate_for_host(gpu)?;
+        rgba8_to_nchw(buffers.readback.mapped(), &mut self.input);
+        let t1 = Instant::now();
+        self.model.run(
+            &mut self.input,
+            self.in_shape,
+            &mut self.output,
+            self.out_shape,
+        )?;
+        let t2 = Instant::now();
+        nchw_to_rgba8(&self.output, buffers.upload.mapped_mut());
+        buffers.upload.flush_for_device(gpu)?;
+        let t3 = Instant::now();
+        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+        times.push(("to_tensor", ms(t0, t1)));
+        times.push(("inference", ms(t1, t2)));
+        times.push(("from_tensor", ms(t2, t3)));
+        self.host_copy_bytes = buffers.readback.size + buffers.upload.size;
+        Ok(())
+    }
+}
+
 impl Upscaler for CpuRoundtrip {
     fn pattern(&self) -> Pattern {
         Pattern::CpuRoundtrip
-    }
-
-    fn schedule(&self) -> Schedule {
-        Schedule::HostStep
     }
 
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
@@ -148,30 +174,6 @@ impl Upscaler for CpuRoundtrip {
             (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
         );
         io.timestamps.end(io.gpu, io.cmd, span);
-        Ok(())
-    }
-
-    fn run_host(&mut self, gpu: &Gpu, slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
-        let buffers = &mut self.slots[slot];
-        let t0 = Instant::now();
-        buffers.readback.invalidate_for_host(gpu)?;
-        rgba8_to_nchw(buffers.readback.mapped(), &mut self.input);
-        let t1 = Instant::now();
-        self.model.run(
-            &mut self.input,
-            self.in_shape,
-            &mut self.output,
-            self.out_shape,
-        )?;
-        let t2 = Instant::now();
-        nchw_to_rgba8(&self.output, buffers.upload.mapped_mut());
-        buffers.upload.flush_for_device(gpu)?;
-        let t3 = Instant::now();
-        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
-        times.push(("to_tensor", ms(t0, t1)));
-        times.push(("inference", ms(t1, t2)));
-        times.push(("from_tensor", ms(t2, t3)));
-        self.host_copy_bytes = buffers.readback.size + buffers.upload.size;
         Ok(())
     }
 
