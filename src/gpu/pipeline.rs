@@ -390,3 +390,29 @@ pub unsafe fn push_constants<T: bytemuck::Pod>(
     gpu.device
         .cmd_push_constants(cmd, pipeline.layout, stages, 0, bytemuck::bytes_of(value));
 }
+
+/// The compute dispatch every pass records the same way: binds `pipeline`, pushes `bindings`
+/// as set 0 (binding = index), pushes `push` as compute push constants unless it is empty (`&()`),
+/// and dispatches `groups`.
+///
+/// # Safety
+/// `cmd` is recording outside a rendering scope, `pipeline` is a compute pipeline whose layout
+/// matches `bindings` and `push`, and the resources stay alive until the command buffer
+/// completes.
+pub unsafe fn dispatch<P: bytemuck::Pod>(
+    gpu: &Gpu,
+    cmd: vk::CommandBuffer,
+    pipeline: &Pipeline,
+    bindings: &[Binding],
+    push: &P,
+    groups: [u32; 3],
+) {
+    let bind = vk::PipelineBindPoint::COMPUTE;
+    gpu.device.cmd_bind_pipeline(cmd, bind, pipeline.raw);
+    push_descriptors(gpu, cmd, bind, pipeline, bindings);
+    if std::mem::size_of::<P>() > 0 {
+        push_constants(gpu, cmd, pipeline, vk::ShaderStageFlags::COMPUTE, push);
+    }
+    gpu.device
+        .cmd_dispatch(cmd, groups[0], groups[1], groups[2]);
+}

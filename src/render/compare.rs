@@ -267,12 +267,13 @@ impl Compare {
     /// As [`Compare::record`]; the images are in `PSNR_READ`.
     unsafe fn record_psnr(&self, gpu: &Gpu, cmd: vk::CommandBuffer, slot: usize, output: &Image) {
         let device = &gpu.device;
-        device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.psnr.pipeline.raw);
         let right_view = self.right.as_ref().map_or(output.view, |r| r.image.view);
-        pipeline::push_descriptors(
+        let push = PsnrPush {
+            has_right: self.right.is_some() as u32,
+        };
+        pipeline::dispatch(
             gpu,
             cmd,
-            vk::PipelineBindPoint::COMPUTE,
             &self.psnr.pipeline,
             &[
                 Binding::StorageImage(output.view),
@@ -280,18 +281,9 @@ impl Compare {
                 Binding::SampledImage(self.native.color.view, self.psnr.nearest),
                 Binding::StorageBuffer(self.psnr.partials[slot].raw),
             ],
-        );
-        let push = PsnrPush {
-            has_right: self.right.is_some() as u32,
-        };
-        pipeline::push_constants(
-            gpu,
-            cmd,
-            &self.psnr.pipeline,
-            vk::ShaderStageFlags::COMPUTE,
             &push,
+            [self.psnr.groups[0], self.psnr.groups[1], 1],
         );
-        device.cmd_dispatch(cmd, self.psnr.groups[0], self.psnr.groups[1], 1);
         barrier::memory(
             device,
             cmd,

@@ -116,35 +116,25 @@ impl CompositePass {
         target: vk::Extent2D,
     ) {
         let rect = letterbox(source.extent(), target);
-        gpu.device
-            .cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.compute.raw);
         let sampler = self.sampler_for(source, rect);
-        pipeline::push_descriptors(
-            gpu,
-            cmd,
-            vk::PipelineBindPoint::COMPUTE,
-            &self.compute,
-            &[
-                Binding::SampledImage(source.view, sampler),
-                Binding::SampledImage(split.map_or(source.view, |(right, _)| right.view), sampler),
-                Binding::StorageImage(target_view),
-            ],
-        );
         let push = ComputePush {
             offset: [rect.offset.x, rect.offset.y],
             extent: [rect.extent.width, rect.extent.height],
             target_size: [target.width, target.height],
             divider: split.map_or(2.0, |(_, divider)| divider),
         };
-        pipeline::push_constants(
+        pipeline::dispatch(
             gpu,
             cmd,
             &self.compute,
-            vk::ShaderStageFlags::COMPUTE,
+            &[
+                Binding::SampledImage(source.view, sampler),
+                Binding::SampledImage(split.map_or(source.view, |(right, _)| right.view), sampler),
+                Binding::StorageImage(target_view),
+            ],
             &push,
+            [target.width.div_ceil(16), target.height.div_ceil(8), 1],
         );
-        gpu.device
-            .cmd_dispatch(cmd, target.width.div_ceil(16), target.height.div_ceil(8), 1);
     }
 
     /// Pixel-exact when sizes match, so the headless image is exactly the upscaler's output.

@@ -44,25 +44,18 @@ impl Upscaler for Bilinear {
     }
 
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
-        let device = &io.gpu.device;
         let span = io.timestamps.begin(io.gpu, io.cmd, "bilinear");
-        device.cmd_bind_pipeline(io.cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline.raw);
-        pipeline::push_descriptors(
+        let extent = io.output.extent();
+        pipeline::dispatch(
             io.gpu,
             io.cmd,
-            vk::PipelineBindPoint::COMPUTE,
             &self.pipeline,
             &[
                 Binding::SampledImage(io.inputs.color.view, self.sampler),
                 Binding::StorageImage(io.output.view),
             ],
-        );
-        let extent = io.output.extent();
-        device.cmd_dispatch(
-            io.cmd,
-            extent.width.div_ceil(8),
-            extent.height.div_ceil(8),
-            1,
+            &(),
+            [extent.width.div_ceil(8), extent.height.div_ceil(8), 1],
         );
         io.timestamps.end(io.gpu, io.cmd, span);
         Ok(())

@@ -229,19 +229,18 @@ impl Upscaler for SharedMemory {
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
         let device = &io.gpu.device;
         let span = io.timestamps.begin(io.gpu, io.cmd, "to_tensor");
-        device.cmd_bind_pipeline(io.cmd, vk::PipelineBindPoint::COMPUTE, self.to_tensor.raw);
-        pipeline::push_descriptors(
+        let (x, y) = groups(io.inputs.color.extent());
+        pipeline::dispatch(
             io.gpu,
             io.cmd,
-            vk::PipelineBindPoint::COMPUTE,
             &self.to_tensor,
             &[
                 Binding::SampledImage(io.inputs.color.view, self.sampler),
                 Binding::StorageBuffer(self.domain.input()),
             ],
+            &(),
+            [x, y, 1],
         );
-        let (x, y) = groups(io.inputs.color.extent());
-        device.cmd_dispatch(io.cmd, x, y, 1);
         if !self.on_device() {
             // The runtime reads the tensor on the host once the timeline value of A is reached.
             // (On the device, A's semaphore signal orders the write before CUDA's read.)
@@ -275,19 +274,18 @@ impl Upscaler for SharedMemory {
             );
         }
         let span = io.timestamps.begin(io.gpu, io.cmd, "from_tensor");
-        device.cmd_bind_pipeline(io.cmd, vk::PipelineBindPoint::COMPUTE, self.from_tensor.raw);
-        pipeline::push_descriptors(
+        let (x, y) = groups(io.output.extent());
+        pipeline::dispatch(
             io.gpu,
             io.cmd,
-            vk::PipelineBindPoint::COMPUTE,
             &self.from_tensor,
             &[
                 Binding::StorageBuffer(self.domain.output()),
                 Binding::StorageImage(io.output.view),
             ],
+            &(),
+            [x, y, 1],
         );
-        let (x, y) = groups(io.output.extent());
-        device.cmd_dispatch(io.cmd, x, y, 1);
         io.timestamps.end(io.gpu, io.cmd, span);
         Ok(())
     }
