@@ -1,13 +1,29 @@
 //! The upscaler seam: the interface every integration pattern implements, and the registry of
 //! patterns the UI lists.
 //!
+//! # What a pattern is given and what it declares
+//! An upscaler takes images and returns one: each frame it gets [`FrameInputs`] (the scene's
+//! colour; depth, motion vectors and the projection's jitter in render pixels where the
+//! renderer provides them; `reset` when history from earlier frames no longer applies) and
+//! writes [`FrameIo::output`]. It never reaches into the renderer.
+//!
+//! What a pattern can do is data, [`Pattern::caps`]: whether it needs a model, runs ONNX
+//! Runtime, splits the frame, which memory domains and precisions it offers, whether it keeps
+//! history. The session, bench, renderer and compare view ask these whenever the question is
+//! what a pattern can do; a name is matched only to build that pattern ([`create`]) or to pick
+//! one (bilinear as the fallback that needs nothing).
+//!
 //! # How a pattern joins the frame
 //! The frame loop (`render::Renderer`) owns acquire/present, the frame fences, the timeline
-//! semaphore and the image layouts at the seam. Before [`Upscaler::record`] the low-resolution
-//! scene image is in [`barrier::SAMPLED`] and the output image in [`barrier::UPSCALE_WRITE`]
-//! (GENERAL); a pattern leaves them in those states when it is done (it may change them in
-//! between), and the loop then moves the output to SAMPLED for the composite, with a barrier
-//! that covers compute and copy writes.
+//! semaphore and the image layouts at the seam. Before [`Upscaler::record`] the input images
+//! ([`FrameInputs`], at render resolution) are in [`barrier::SAMPLED`] and the output image in
+//! [`barrier::UPSCALE_WRITE`] (GENERAL); a pattern leaves them in those states when it is done
+//! (it may change them in between), and the loop then moves the output to SAMPLED for the
+//! composite, with a barrier that covers compute and copy writes.
+//!
+//! How the frame is split is the [`FrameSplit`] protocol, declared once: [`Upscaler`] builds on
+//! it, and the shared-memory pattern's memory domains implement it too (the pattern passes its
+//! domain's split on).
 //!
 //! - [`Schedule::Single`] (bilinear, in-stream compute): `record` puts all GPU work into the
 //!   frame's single command buffer.
