@@ -4,6 +4,7 @@
 //! texture images and per-frame [`world::Draw`] lists produced by this module.
 
 pub mod camera;
+pub mod jitter;
 pub mod mesh;
 pub mod poses;
 pub mod textures;
