@@ -6,6 +6,7 @@
 pub mod camera;
 pub mod jitter;
 pub mod mesh;
+pub mod motion;
 pub mod poses;
 pub mod textures;
 pub mod world;
