@@ -453,7 +453,7 @@ impl Started {
             .position(|m| models::same_file(m, &ml.model))
             .unwrap_or(0);
         let start = |p: Pattern| Renderer::new(gpu, &world, &layers, sizes, format, p, ml.clone());
-        let (renderer, notice) = match start(pattern) {
+        let (mut renderer, notice) = match start(pattern) {
             Ok(r) => (r, None),
             Err(e) if pattern != Pattern::Bilinear => {
                 tracing::warn!("{pattern} failed to start ({e:#}); falling back to bilinear");
@@ -462,6 +462,7 @@ impl Started {
             }
             Err(e) => return Err(e),
         };
+        renderer.set_jitter_mode(config.jitter());
         Ok(Self {
             renderer,
             world,

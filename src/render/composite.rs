@@ -50,7 +50,7 @@ impl CompositePass {
                 push_size: std::mem::size_of::<CompositePush>() as u32,
                 vertex_stride: 0,
                 attributes: &[],
-                color_format: format,
+                color_formats: &[format],
                 depth: None,
                 cull: vk::CullModeFlags::NONE,
                 samples: vk::SampleCountFlags::TYPE_1,
