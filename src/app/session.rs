@@ -343,6 +343,7 @@ impl Session {
                 scripted,
             },
             compare_sides: self.compare_sides(),
+            debug_view: self.renderer.debug_view(),
             compare: self.renderer.compare_side().map(|side| CompareView {
                 side,
                 divider: self.renderer.divider(),
@@ -359,6 +360,7 @@ impl Session {
             Some(Action::SwitchPattern(p)) => self.switch(p),
             Some(Action::SetCompare(side)) => self.set_compare(side),
             Some(Action::SetDivider(d)) => self.renderer.set_divider(d),
+            Some(Action::SetDebugView(v)) => self.renderer.set_debug_view(v),
             Some(Action::SwitchModel(i)) => {
                 let model = self.models[i].clone();
                 // The outcome is in the notice; the overlay shows it.

@@ -77,6 +77,8 @@ pub struct Renderer {
     targets: SceneTargets,
     /// Jitter and mip bias of the frames the upscalers read.
     temporal: TemporalInputs,
+    /// What the composite shows (the overlay's debug view).
+    debug_view: composite::DebugView,
     output: Image,
     composite: CompositePass,
     upscaler: Box<dyn Upscaler>,
@@ -206,6 +208,7 @@ impl Renderer {
             scene: scene.keep(),
             targets: targets.keep(),
             temporal: TemporalInputs::new(&sizes),
+            debug_view: composite::DebugView::Off,
             output: output.keep(),
             composite: composite.keep(),
             upscaler: upscaler.keep(),

@@ -4,9 +4,11 @@
 
 use glam::Vec2;
 
+use super::composite::DebugView;
 use super::scene::SceneTargets;
 use super::{Renderer, Sizes};
 use crate::game::jitter::{self, Jitter, JitterMode};
+use crate::gpu::Image;
 use crate::upscale::Pattern;
 
 /// The renderer's jitter sequence and mip-bias setting.
@@ -78,5 +80,32 @@ impl Renderer {
     pub(super) fn prepare_temporal(&mut self) {
         let pattern = self.upscaler.pattern();
         self.temporal.prepare(&mut self.targets, pattern);
+    }
+}
+
+impl Renderer {
+    /// Shows the motion vectors or the depth instead of the picture (the overlay's debug view);
+    /// no resources change, the composite samples another image.
+    pub fn set_debug_view(&mut self, view: DebugView) {
+        self.debug_view = view;
+    }
+
+    pub fn debug_view(&self) -> DebugView {
+        self.debug_view
+    }
+}
+
+/// The image the composite shows and the compare view's split: the upscaled `output`, or in a
+/// debug view the scene pass's motion or depth image, whole.
+pub(super) fn composite_source<'a>(
+    view: DebugView,
+    output: &'a Image,
+    targets: &'a SceneTargets,
+    split: Option<(&'a Image, f32)>,
+) -> (&'a Image, Option<(&'a Image, f32)>) {
+    match view {
+        DebugView::Off => (output, split),
+        DebugView::Motion => (targets.motion(), None),
+        DebugView::Depth => (targets.depth(), None),
     }
 }
