@@ -17,6 +17,9 @@ pub(super) struct TemporalInputs {
     sequence: Jitter,
     /// `render.upscale_mip_bias`: biased even when not jittered.
     mip_bias: bool,
+    /// The pattern of the last frame: a new upscaler starts a new history, and the sequence
+    /// starts again with it.
+    pattern: Option<Pattern>,
 }
 
 /// Whether `pattern` accumulates over frames (and so wants jittered frames under
@@ -34,6 +37,7 @@ impl TemporalInputs {
             mode: JitterMode::Off,
             sequence: Jitter::new(jitter::sequence_len(scale)),
             mip_bias: sizes.mip_bias,
+            pattern: None,
         }
     }
 
@@ -46,6 +50,9 @@ impl TemporalInputs {
     /// upscaler accumulates is the output's.
     pub fn prepare(&mut self, targets: &mut SceneTargets, pattern: Pattern) {
         let on = self.mode.active(temporal(pattern));
+        if self.pattern.replace(pattern) != Some(pattern) {
+            self.sequence.reset();
+        }
         let offset = if on {
             self.sequence.next()
         } else {
