@@ -9,7 +9,7 @@ pub mod overlay;
 mod record;
 pub mod scene;
 mod scene_motion;
-pub mod scene_targets;
+mod scene_targets;
 mod scene_textures;
 pub mod stats;
 mod temporal;
