@@ -11,13 +11,15 @@ use glam::{Mat4, Vec2};
 use crate::game::jitter;
 use crate::game::mesh::{Mesh, Vertex};
 use crate::game::world::{Draw, MeshId, World};
-use crate::gpu::barrier;
 use crate::gpu::pipeline::{self, Binding, GraphicsDesc};
 use crate::gpu::{self, Buffer, Destroy, Gpu, Image, Pipeline};
 use crate::shader;
 
 use super::scene_motion::MotionScratch;
 pub use super::scene_targets::SceneTargets;
+use super::scene_targets::{
+    begin_transitions, color_attachment, depth_attachment, end_transitions, motion_attachment,
+};
 use super::scene_textures::upload_texture_array;
 
 /// Format of the low-resolution colour image: display-encoded RGBA8, what ML upscalers take.
@@ -393,126 +395,6 @@ impl ScenePass {
         for (_, mesh) in self.meshes {
             mesh.destroy(gpu);
         }
-    }
-}
-
-/// Every attachment to its write state: contents not needed, earlier readers done.
-///
-/// # Safety
-/// `cmd` is recording outside a rendering scope.
-unsafe fn begin_transitions(device: &ash::Device, cmd: vk::CommandBuffer, targets: &SceneTargets) {
-    let write = |image: &Image| image.transition(barrier::REUSE, barrier::COLOR_WRITE);
-    let color_write = write(&targets.color);
-    // A fixed array, no per-frame allocation.
-    let mut transitions = [color_write; 6];
-    transitions[1] = write(&targets.motion);
-    let count = match &targets.multisampled {
-        None => {
-            transitions[2] = targets
-                .depth
-                .transition(barrier::REUSE, barrier::DEPTH_WRITE);
-            3
-        }
-        Some(ms) => {
-            let attachment =
-                |image: &Image| image.transition(barrier::ATTACHMENT_REUSE, barrier::COLOR_WRITE);
-            transitions[2] = targets
-                .depth
-                .transition(barrier::DEPTH_REUSE, barrier::DEPTH_WRITE);
-            transitions[3] = attachment(&ms.color);
-            transitions[4] = attachment(&ms.motion);
-            transitions[5] = ms
-                .depth_resolve
-                .transition(barrier::REUSE, barrier::DEPTH_RESOLVE_WRITE);
-            6
-        }
-    };
-    barrier::transition(device, cmd, &transitions[..count]);
-}
-
-/// The images the pass keeps (colour, motion, single-sample depth) to SAMPLED.
-///
-/// # Safety
-/// `cmd` is recording outside a rendering scope, after the pass.
-unsafe fn end_transitions(device: &ash::Device, cmd: vk::CommandBuffer, targets: &SceneTargets) {
-    let depth_state = match targets.multisampled {
-        None => barrier::DEPTH_WRITE,
-        Some(_) => barrier::DEPTH_RESOLVE_WRITE,
-    };
-    barrier::transition(
-        device,
-        cmd,
-        &[
-            targets
-                .color
-                .transition(barrier::COLOR_WRITE, barrier::SAMPLED),
-            targets
-                .motion
-                .transition(barrier::COLOR_WRITE, barrier::SAMPLED),
-            targets.depth().transition(depth_state, barrier::SAMPLED),
-        ],
-    );
-}
-
-/// The depth attachment, cleared to the far plane. Single-sample, it is kept; multisampled, its
-/// samples are dropped after a SAMPLE_ZERO resolve into the single-sample depth.
-fn depth_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
-    let info = vk::RenderingAttachmentInfo::default()
-        .image_view(targets.depth.view)
-        .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
-        .load_op(vk::AttachmentLoadOp::CLEAR)
-        .clear_value(vk::ClearValue {
-            depth_stencil: vk::ClearDepthStencilValue {
-                depth: 1.0,
-                stencil: 0,
-            },
-        });
-    match &targets.multisampled {
-        None => info.store_op(vk::AttachmentStoreOp::STORE),
-        Some(ms) => info
-            .store_op(vk::AttachmentStoreOp::DONT_CARE)
-            .resolve_mode(vk::ResolveModeFlags::SAMPLE_ZERO)
-            .resolve_image_view(ms.depth_resolve.view)
-            .resolve_image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL),
-    }
-}
-
-/// The colour attachment: the scene image itself, or the multisampled image resolving into it.
-/// Its old contents are never loaded: the sky covers every sample.
-fn color_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
-    let info = vk::RenderingAttachmentInfo::default()
-        .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
-        .load_op(vk::AttachmentLoadOp::DONT_CARE);
-    match &targets.multisampled {
-        None => info
-            .image_view(targets.color.view)
-            .store_op(vk::AttachmentStoreOp::STORE),
-        // Only the resolved pixels are kept: the samples need not be written back to memory.
-        Some(ms) => info
-            .image_view(ms.color.view)
-            .store_op(vk::AttachmentStoreOp::DONT_CARE)
-            .resolve_mode(vk::ResolveModeFlags::AVERAGE)
-            .resolve_image_view(ms.resolve_view)
-            .resolve_image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL),
-    }
-}
-
-/// The motion attachment, like the colour one: the sky writes every sample. Multisampled, it
-/// resolves by averaging (the only resolve float colour formats have).
-fn motion_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
-    let info = vk::RenderingAttachmentInfo::default()
-        .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
-        .load_op(vk::AttachmentLoadOp::DONT_CARE);
-    match &targets.multisampled {
-        None => info
-            .image_view(targets.motion.view)
-            .store_op(vk::AttachmentStoreOp::STORE),
-        Some(ms) => info
-            .image_view(ms.motion.view)
-            .store_op(vk::AttachmentStoreOp::DONT_CARE)
-            .resolve_mode(vk::ResolveModeFlags::AVERAGE)
-            .resolve_image_view(targets.motion.view)
-            .resolve_image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL),
     }
 }
 

@@ -1,7 +1,8 @@
 //! The scene pass's render-size targets: the single-sample colour image the upscalers read, the
 //! motion-vector image and the depth buffer (kept for a temporal upscaler), with MSAA the
 //! multisampled attachments that resolve into them, and the buffer of per-draw matrices the
-//! motion vectors are computed from. Made with the pass's sample count when a pass needs them
+//! motion vectors are computed from; and how the pass attaches them (attachment infos, the
+//! barriers into and out of the pass). Made with the pass's sample count when a pass needs them
 //! (start-up, the compare view turned on), never per frame.
 
 use std::cell::Cell;
@@ -12,6 +13,7 @@ use gpu_allocator::MemoryLocation;
 
 use super::scene::{COLOR_FORMAT, DEPTH_FORMAT, MOTION_FORMAT, MSAA_COLOR_FORMAT};
 use crate::game::motion::History;
+use crate::gpu::barrier;
 use crate::gpu::{self, Buffer, Destroy, Gpu, Image, ImageDesc};
 
 /// Draws a frame may have (the arena has 17): the size of the per-draw part of `draw_data`.
@@ -233,6 +235,134 @@ impl Multisampled {
             motion: motion.keep(),
             depth_resolve: depth_resolve.keep(),
         })
+    }
+}
+
+/// Every attachment to its write state: contents not needed, earlier readers done.
+///
+/// # Safety
+/// `cmd` is recording outside a rendering scope.
+pub(super) unsafe fn begin_transitions(
+    device: &ash::Device,
+    cmd: vk::CommandBuffer,
+    targets: &SceneTargets,
+) {
+    let write = |image: &Image| image.transition(barrier::REUSE, barrier::COLOR_WRITE);
+    let color_write = write(&targets.color);
+    // A fixed array, no per-frame allocation.
+    let mut transitions = [color_write; 6];
+    transitions[1] = write(&targets.motion);
+    let count = match &targets.multisampled {
+        None => {
+            transitions[2] = targets
+                .depth
+                .transition(barrier::REUSE, barrier::DEPTH_WRITE);
+            3
+        }
+        Some(ms) => {
+            let attachment =
+                |image: &Image| image.transition(barrier::ATTACHMENT_REUSE, barrier::COLOR_WRITE);
+            transitions[2] = targets
+                .depth
+                .transition(barrier::DEPTH_REUSE, barrier::DEPTH_WRITE);
+            transitions[3] = attachment(&ms.color);
+            transitions[4] = attachment(&ms.motion);
+            transitions[5] = ms
+                .depth_resolve
+                .transition(barrier::REUSE, barrier::DEPTH_RESOLVE_WRITE);
+            6
+        }
+    };
+    barrier::transition(device, cmd, &transitions[..count]);
+}
+
+/// The images the pass keeps (colour, motion, single-sample depth) to SAMPLED.
+///
+/// # Safety
+/// `cmd` is recording outside a rendering scope, after the pass.
+pub(super) unsafe fn end_transitions(
+    device: &ash::Device,
+    cmd: vk::CommandBuffer,
+    targets: &SceneTargets,
+) {
+    let depth_state = match targets.multisampled {
+        None => barrier::DEPTH_WRITE,
+        Some(_) => barrier::DEPTH_RESOLVE_WRITE,
+    };
+    barrier::transition(
+        device,
+        cmd,
+        &[
+            targets
+                .color
+                .transition(barrier::COLOR_WRITE, barrier::SAMPLED),
+            targets
+                .motion
+                .transition(barrier::COLOR_WRITE, barrier::SAMPLED),
+            targets.depth().transition(depth_state, barrier::SAMPLED),
+        ],
+    );
+}
+
+/// The depth attachment, cleared to the far plane. Single-sample, it is kept; multisampled, its
+/// samples are dropped after a SAMPLE_ZERO resolve into the single-sample depth.
+pub(super) fn depth_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
+    let info = vk::RenderingAttachmentInfo::default()
+        .image_view(targets.depth.view)
+        .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
+        .load_op(vk::AttachmentLoadOp::CLEAR)
+        .clear_value(vk::ClearValue {
+            depth_stencil: vk::ClearDepthStencilValue {
+                depth: 1.0,
+                stencil: 0,
+            },
+        });
+    match &targets.multisampled {
+        None => info.store_op(vk::AttachmentStoreOp::STORE),
+        Some(ms) => info
+            .store_op(vk::AttachmentStoreOp::DONT_CARE)
+            .resolve_mode(vk::ResolveModeFlags::SAMPLE_ZERO)
+            .resolve_image_view(ms.depth_resolve.view)
+            .resolve_image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL),
+    }
+}
+
+/// The colour attachment: the scene image itself, or the multisampled image resolving into it.
+/// Its old contents are never loaded: the sky covers every sample.
+pub(super) fn color_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
+    let info = vk::RenderingAttachmentInfo::default()
+        .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+        .load_op(vk::AttachmentLoadOp::DONT_CARE);
+    match &targets.multisampled {
+        None => info
+            .image_view(targets.color.view)
+            .store_op(vk::AttachmentStoreOp::STORE),
+        // Only the resolved pixels are kept: the samples need not be written back to memory.
+        Some(ms) => info
+            .image_view(ms.color.view)
+            .store_op(vk::AttachmentStoreOp::DONT_CARE)
+            .resolve_mode(vk::ResolveModeFlags::AVERAGE)
+            .resolve_image_view(ms.resolve_view)
+            .resolve_image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL),
+    }
+}
+
+/// The motion attachment, like the colour one: the sky writes every sample. Multisampled, it
+/// resolves by averaging (the only resolve float colour formats have).
+pub(super) fn motion_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
+    let info = vk::RenderingAttachmentInfo::default()
+        .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
+        .load_op(vk::AttachmentLoadOp::DONT_CARE);
+    match &targets.multisampled {
+        None => info
+            .image_view(targets.motion.view)
+            .store_op(vk::AttachmentStoreOp::STORE),
+        Some(ms) => info
+            .image_view(ms.motion.view)
+            .store_op(vk::AttachmentStoreOp::DONT_CARE)
+            .resolve_mode(vk::ResolveModeFlags::AVERAGE)
+            .resolve_image_view(targets.motion.view)
+            .resolve_image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL),
     }
 }
 
