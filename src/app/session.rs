@@ -349,6 +349,7 @@ impl Session {
                 scripted,
             },
             compare_sides: self.compare_sides(),
+            debug_view: self.renderer.debug_view(),
             compare: self.renderer.compare_side().map(|side| CompareView {
                 side,
                 divider: self.renderer.divider(),
@@ -365,6 +366,7 @@ impl Session {
             Some(Action::SwitchPattern(p)) => self.switch(p),
             Some(Action::SetCompare(side)) => self.set_compare(side),
             Some(Action::SetDivider(d)) => self.renderer.set_divider(d),
+            Some(Action::SetDebugView(v)) => self.renderer.set_debug_view(v),
             Some(Action::SwitchModel(i)) => {
                 let model = self.models[i].clone();
                 // The outcome is in the notice; the overlay shows it.
@@ -459,7 +461,7 @@ impl Started {
             .position(|m| models::same_file(m, &ml.model))
             .unwrap_or(0);
         let start = |p: Pattern| Renderer::new(gpu, &world, &layers, sizes, format, p, ml.clone());
-        let (renderer, notice) = match start(pattern) {
+        let (mut renderer, notice) = match start(pattern) {
             Ok(r) => (r, None),
             Err(e) if pattern != Pattern::Bilinear => {
                 tracing::warn!("{pattern} failed to start ({e:#}); falling back to bilinear");
@@ -468,6 +470,7 @@ impl Started {
             }
             Err(e) => return Err(e),
         };
+        renderer.set_jitter_mode(config.jitter());
         Ok(Self {
             renderer,
             world,

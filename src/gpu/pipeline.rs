@@ -198,7 +198,8 @@ pub struct GraphicsDesc<'a> {
     pub push_size: u32,
     pub vertex_stride: u32,
     pub attributes: &'a [vk::VertexInputAttributeDescription],
-    pub color_format: vk::Format,
+    /// One per colour attachment, in location order.
+    pub color_formats: &'a [vk::Format],
     pub depth: Option<(vk::Format, bool)>,
     pub cull: vk::CullModeFlags,
     /// Samples per pixel of the attachments (TYPE_1 unless multisampled).
@@ -244,7 +245,7 @@ pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
     })
 }
 
-/// The pipeline object: `desc`'s fixed-function state (one colour attachment, optional depth,
+/// The pipeline object: `desc`'s fixed-function state (its colour attachments, optional depth,
 /// dynamic viewport and scissor, dynamic rendering) around `stages`.
 fn create_graphics(
     gpu: &Gpu,
@@ -280,14 +281,19 @@ fn create_graphics(
         .depth_test_enable(desc.depth.is_some())
         .depth_write_enable(depth_write)
         .depth_compare_op(vk::CompareOp::LESS_OR_EQUAL);
-    let blend_attachment = [vk::PipelineColorBlendAttachmentState::default()
-        .color_write_mask(vk::ColorComponentFlags::RGBA)];
+    let blend_attachment: Vec<_> = desc
+        .color_formats
+        .iter()
+        .map(|_| {
+            vk::PipelineColorBlendAttachmentState::default()
+                .color_write_mask(vk::ColorComponentFlags::RGBA)
+        })
+        .collect();
     let blend = vk::PipelineColorBlendStateCreateInfo::default().attachments(&blend_attachment);
     let dynamic_states = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
     let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic_states);
-    let color_formats = [desc.color_format];
     let mut rendering = vk::PipelineRenderingCreateInfo::default()
-        .color_attachment_formats(&color_formats)
+        .color_attachment_formats(desc.color_formats)
         .depth_attachment_format(depth_format);
     let info = vk::GraphicsPipelineCreateInfo::default()
         .stages(stages)

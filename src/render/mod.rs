@@ -9,9 +9,11 @@ pub mod offscreen;
 pub mod overlay;
 mod record;
 pub mod scene;
+mod scene_motion;
 mod scene_targets;
 mod scene_textures;
 pub mod stats;
+mod temporal;
 
 use std::time::Instant;
 
@@ -29,6 +31,7 @@ use composite::CompositePass;
 use history::HistoryReset;
 use scene::{ScenePass, SceneTargets};
 use stats::{FrameRecord, Stats};
+use temporal::TemporalInputs;
 
 /// Where this frame's final image goes.
 pub struct Target {
@@ -71,6 +74,10 @@ pub struct Renderer {
     frame_number: u64,
     scene: ScenePass,
     targets: SceneTargets,
+    /// Jitter and mip bias of the frames the upscalers read.
+    temporal: TemporalInputs,
+    /// What the composite shows (the overlay's debug view).
+    debug_view: composite::DebugView,
     output: Image,
     composite: CompositePass,
     upscaler: Box<dyn Upscaler>,
@@ -187,9 +194,11 @@ impl Renderer {
         // model, after which the session starts bilinear instead) destroys what was made.
         let frames = (0..FRAMES_IN_FLIGHT).map(|i| Frame::new(gpu, i));
         let frames = gpu::guard::try_collect(gpu, frames)?.guard(gpu);
-        let scene = ScenePass::new(gpu, world, textures, sizes.msaa, sizes.upscale_mip_bias())?;
-        let scene = scene.guard(gpu);
-        let targets = scene.upscale_targets(gpu, sizes.render)?.guard(gpu);
+        // The biased sampler always exists: jittered frames use it whatever the setting.
+        let bias = upscale_mip_bias(sizes.render.width, sizes.output.width);
+        let scene = ScenePass::new(gpu, world, textures, sizes.msaa, bias)?.guard(gpu);
+        let mut targets = scene.upscale_targets(gpu, sizes.render)?.guard(gpu);
+        targets.mip_biased = sizes.mip_bias;
         let output = output_image(gpu, sizes.output)?.guard(gpu);
         let composite = CompositePass::new(gpu, target_format)?.guard(gpu);
         let upscaler = upscale::create(gpu, pattern, &ml, &targets.color, &output)?.guard(gpu);
@@ -201,6 +210,8 @@ impl Renderer {
             frame_number: 0,
             scene: scene.keep(),
             targets: targets.keep(),
+            temporal: TemporalInputs::new(&sizes),
+            debug_view: composite::DebugView::Off,
             output: output.keep(),
             composite: composite.keep(),
             upscaler: upscaler.keep(),
@@ -234,7 +245,7 @@ impl Renderer {
             render: self.targets.color.extent(),
             output: self.output.extent(),
             msaa: self.scene.msaa(),
-            mip_bias: self.scene.has_upscale_mip_bias(),
+            mip_bias: self.temporal.mip_bias(),
         }
     }
 
@@ -362,6 +373,7 @@ impl Renderer {
     /// first frame starts over.
     pub fn reset_history(&mut self) {
         self.history.request();
+        self.reset_temporal();
     }
 
     /// Whether the last recorded frame told the upscalers to start their history over.
@@ -396,6 +408,7 @@ impl Renderer {
         // Taken only once the frame is sure to be recorded: a skipped frame passes it on.
         self.frame_reset = self.history.take();
         let mut host = HostTimes::new();
+        self.prepare_temporal();
         let cmd = unsafe { self.record_until_split(gpu, slot, world)? };
         // SAFETY: each command buffer is recorded once, after this slot's fence was waited on.
         unsafe { self.submit_by_schedule(gpu, slot, cmd, world, &target, ui, &mut host)? };

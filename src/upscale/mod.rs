@@ -183,11 +183,12 @@ pub struct DeviceSync {
 pub struct FrameInputs<'a> {
     /// The scene's colour.
     pub color: &'a Image,
-    /// The scene's depth, where the renderer provides it (None today).
+    /// The scene's depth (single-sample D32; with MSAA its sample-zero resolve), where given.
     pub depth: Option<&'a Image>,
-    /// Per-pixel motion vectors to the previous frame, where provided (None today).
+    /// Per-pixel motion vectors (RG16F, render pixels, `game::motion`: previous = current −
+    /// motion), where given.
     pub motion: Option<&'a Image>,
-    /// The sub-pixel offset of this frame's projection, in render pixels ([0, 0] today).
+    /// The sub-pixel offset of this frame's projection, in render pixels ([0, 0] unjittered).
     pub jitter: [f32; 2],
     /// History from earlier frames no longer applies (first frame, pattern, model or precision
     /// switch, compare view toggled, restart): a temporal pattern starts over.
