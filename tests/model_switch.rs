@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use upscale_demo::app::config::Config;
 use upscale_demo::app::headless::Runner;
+use upscale_demo::infer::precision::PrecisionChoice;
+use upscale_demo::render::compare::CompareSide;
 use upscale_demo::upscale::Pattern;
 
 fn root() -> PathBuf {
@@ -215,5 +217,43 @@ fn a_model_whose_scale_does_not_fit_the_sizes_is_refused() {
     }
     frames(&mut r, &mut n, 2);
     assert_eq!(r.session.renderer.pattern(), Pattern::Bilinear);
+    assert_eq!(r.session.gpu.validation_errors(), 0);
+}
+
+/// Renders two frames and says which of them told the upscalers to start their history over.
+fn resets(r: &mut Runner, n: &mut u64) -> [bool; 2] {
+    [0, 1].map(|_| {
+        r.frame(*n, false).unwrap();
+        *n += 1;
+        r.session.renderer.last_frame_reset()
+    })
+}
+
+/// `FrameInputs::reset` is set on the first frame after each change that invalidates an
+/// upscaler's history (a new renderer, a pattern, model or precision switch, the compare view
+/// toggled, a restart) and on no other frame; a switch to the pattern already running changes
+/// nothing and resets nothing.
+#[test]
+fn history_resets_on_the_first_frame_after_each_change_only() {
+    let tiny = root().join("models/test/tiny_x2.onnx");
+    let mut r = Runner::new(&config("models/test/tiny_x2.onnx"), Pattern::Bilinear).unwrap();
+    let mut n = 0;
+    assert_eq!(resets(&mut r, &mut n), [true, false], "first frames");
+    r.session.switch(Pattern::Bilinear);
+    assert_eq!(resets(&mut r, &mut n), [false, false], "no switch");
+    r.session.switch(Pattern::InStream);
+    assert_eq!(r.session.renderer.pattern(), Pattern::InStream);
+    assert_eq!(resets(&mut r, &mut n), [true, false], "pattern switch");
+    r.session.switch_model(&tiny).unwrap();
+    assert_eq!(resets(&mut r, &mut n), [true, false], "model switch");
+    r.session.switch_precision(PrecisionChoice::Fp32).unwrap();
+    assert_eq!(resets(&mut r, &mut n), [true, false], "precision switch");
+    r.session.set_compare(Some(CompareSide::Native));
+    assert!(r.session.renderer.compare_side().is_some());
+    assert_eq!(resets(&mut r, &mut n), [true, false], "compare view on");
+    r.session.set_compare(None);
+    assert_eq!(resets(&mut r, &mut n), [true, false], "compare view off");
+    r.session.restart();
+    assert_eq!(resets(&mut r, &mut n), [true, false], "restart");
     assert_eq!(r.session.gpu.validation_errors(), 0);
 }

@@ -4,6 +4,7 @@
 // bars written black. A GPU whose raster units are few (a data-centre part) runs a
 // full-screen fragment pass on a small part of the chip; a compute pass uses all of it.
 #include "render/common.glsl"
+#include "render/debug_view.glsl"
 
 layout(local_size_x = 16, local_size_y = 8) in;
 
@@ -19,6 +20,10 @@ layout(push_constant) uniform Push {
     uvec2 target_size;
     // Left of this (0..1 across the picture) shows `upscaled`, right of it `right_side`.
     float divider;
+    // DEBUG_OFF, or a debug view of the image bound as `upscaled` (debug_view.glsl).
+    uint mode;
+    float near;
+    float far;
 } pc;
 
 void main() {
@@ -33,6 +38,9 @@ void main() {
         vec2 uv = (vec2(local) + 0.5) / vec2(pc.extent);
         vec3 c = uv.x < pc.divider ? textureLod(upscaled, uv, 0.0).rgb
                                    : textureLod(right_side, uv, 0.0).rgb;
+        if (pc.mode != DEBUG_OFF) {
+            c = debug_colour(pc.mode, textureLod(upscaled, uv, 0.0), pc.near, pc.far);
+        }
         color = vec4(c, 1.0);
     }
     imageStore(target, ivec2(p), color);

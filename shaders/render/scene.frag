@@ -1,11 +1,15 @@
 #version 450
 #include "render/common.glsl"
 #include "render/scene_output.glsl"
+#define MOTION_BINDING 1
+#include "render/scene_motion.glsl"
 
 layout(location = 0) in vec3 normal;
 layout(location = 1) in vec2 uv;
 layout(location = 2) in vec4 tint;
 layout(location = 3) in float view_depth;
+layout(location = 4) in vec4 cur_clip;
+layout(location = 5) in vec4 prev_clip;
 
 layout(set = 0, binding = 0) uniform sampler2DArray textures;
 
@@ -16,6 +20,7 @@ layout(push_constant) uniform Push {
 } pc;
 
 layout(location = 0) out vec4 color;
+layout(location = 1) out vec2 motion;
 
 void main() {
     vec3 albedo = texture(textures, vec3(uv, tint.w)).rgb * tint.rgb;
@@ -29,4 +34,5 @@ void main() {
     float fog = 1.0 - exp(-max(view_depth - 20.0, 0.0) * 0.012);
     lit = mix(lit, vec3(0.62, 0.72, 0.85), fog);
     color = scene_output(lit);
+    motion = motion_pixels(cur_clip, prev_clip);
 }

@@ -1,9 +1,12 @@
 #version 450
 #include "render/common.glsl"
 #include "render/scene_output.glsl"
+#define MOTION_BINDING 0
+#include "render/scene_motion.glsl"
 
 layout(location = 0) in vec2 uv;
 layout(location = 0) out vec4 color;
+layout(location = 1) out vec2 motion;
 
 layout(push_constant) uniform Push {
     mat4 inv_view_proj;
@@ -19,4 +22,7 @@ void main() {
     float bands = smoothstep(0.92, 1.0, sin(dir.y * 180.0 + dir.x * 40.0)) * smoothstep(0.05, 0.4, dir.y);
     c = mix(c, vec3(0.95), bands * 0.25);
     color = scene_output(c);
+    // The sky is at infinity: only the camera's rotation moves it (w = 0 drops translation).
+    motion = motion_pixels(scene_motion.view_proj * vec4(dir, 0.0),
+                           scene_motion.prev_view_proj * vec4(dir, 0.0));
 }

@@ -154,6 +154,12 @@ impl Session {
         self.models[(self.model_cursor + 1) % self.models.len()].clone()
     }
 
+    /// R: all orbs back, timer to zero. The picture jumps, so the upscalers start over.
+    pub fn restart(&mut self) {
+        self.world.restart();
+        self.renderer.reset_history();
+    }
+
     /// Switches pattern, keeping the current one (and saying why) when the new one fails.
     pub fn switch(&mut self, pattern: Pattern) {
         match self.renderer.switch_pattern(&self.gpu, pattern) {
@@ -243,7 +249,7 @@ impl Session {
         let old_label = &self.model_labels[self.model_index];
         let refuse = |why: String| format!("{new_label}: {why}; still running {old_label}");
         let patterns = probe_patterns(&self.gpu, &ml, self.renderer.sizes());
-        let ml_patterns = || patterns.iter().filter(|p| p.0 != Pattern::Bilinear);
+        let ml_patterns = || patterns.iter().filter(|p| p.0.caps().needs_model);
         if ml_patterns().all(|p| p.1.is_err()) {
             return Err(refuse(format!(
                 "no pattern can run it ({})",
@@ -343,6 +349,7 @@ impl Session {
                 scripted,
             },
             compare_sides: self.compare_sides(),
+            debug_view: self.renderer.debug_view(),
             compare: self.renderer.compare_side().map(|side| CompareView {
                 side,
                 divider: self.renderer.divider(),
@@ -359,6 +366,7 @@ impl Session {
             Some(Action::SwitchPattern(p)) => self.switch(p),
             Some(Action::SetCompare(side)) => self.set_compare(side),
             Some(Action::SetDivider(d)) => self.renderer.set_divider(d),
+            Some(Action::SetDebugView(v)) => self.renderer.set_debug_view(v),
             Some(Action::SwitchModel(i)) => {
                 let model = self.models[i].clone();
                 // The outcome is in the notice; the overlay shows it.
@@ -453,7 +461,7 @@ impl Started {
             .position(|m| models::same_file(m, &ml.model))
             .unwrap_or(0);
         let start = |p: Pattern| Renderer::new(gpu, &world, &layers, sizes, format, p, ml.clone());
-        let (renderer, notice) = match start(pattern) {
+        let (mut renderer, notice) = match start(pattern) {
             Ok(r) => (r, None),
             Err(e) if pattern != Pattern::Bilinear => {
                 tracing::warn!("{pattern} failed to start ({e:#}); falling back to bilinear");
@@ -462,6 +470,7 @@ impl Started {
             }
             Err(e) => return Err(e),
         };
+        renderer.set_jitter_mode(config.jitter());
         Ok(Self {
             renderer,
             world,
@@ -546,16 +555,17 @@ fn create_gpu(
 fn probe_patterns(gpu: &Gpu, ml: &MlSettings, sizes: Sizes) -> Vec<(Pattern, Result<(), String>)> {
     let render = (sizes.render.width, sizes.render.height);
     let output = (sizes.output.width, sizes.output.height);
-    // cpu-roundtrip and shared-memory load the same model into ONNX Runtime: probe it once.
+    // The ONNX Runtime patterns load the same model into the same runtime: probe it once.
     let mut ort_probe: Option<Result<(), String>> = None;
     let mut patterns = Vec::with_capacity(Pattern::ALL.len());
     for p in Pattern::ALL {
         let probe = |p| upscale::probe(p, ml, render, output);
-        let ok = upscale::device_support(gpu, p, ml).and_then(|()| match p {
-            Pattern::CpuRoundtrip | Pattern::SharedMemory => {
+        let ok = upscale::device_support(gpu, p, ml).and_then(|()| {
+            if p.caps().onnx_runtime {
                 ort_probe.get_or_insert_with(|| probe(p)).clone()
+            } else {
+                probe(p)
             }
-            _ => probe(p),
         });
         if let Err(why) = &ok {
             tracing::info!("{p} unavailable with {}: {why}", ml.model.display());

@@ -19,8 +19,8 @@ use super::config::Config;
 use super::headless::Runner;
 use super::models;
 use super::summary::Summary;
+use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::gpu::Gpu;
-use crate::render::FRAMES_IN_FLIGHT;
 use crate::upscale::Pattern;
 
 /// A frame this many times slower than the median of its (pattern, model) is a spike.

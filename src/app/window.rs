@@ -300,7 +300,7 @@ impl Running {
                 let _ = self.session.switch_model(&next);
             }
             KeyCode::F12 => self.screenshot = true,
-            KeyCode::KeyR => self.session.world.restart(),
+            KeyCode::KeyR => self.session.restart(),
             KeyCode::Escape => event_loop.exit(),
             _ => {}
         }

@@ -4,7 +4,9 @@
 //! texture images and per-frame [`world::Draw`] lists produced by this module.
 
 pub mod camera;
+pub mod jitter;
 pub mod mesh;
+pub mod motion;
 pub mod poses;
 pub mod textures;
 pub mod world;

@@ -247,6 +247,13 @@ impl World {
     /// Clears `out` and fills it: static scene, then wheels, then uncollected
     /// orbs. Reusing `out` avoids a per-frame allocation once it has grown.
     pub fn draws(&self, out: &mut Vec<Draw>) {
+        self.draws_at(self.time, out);
+    }
+
+    /// [`World::draws`] with the animation at `time` instead of now: the same draws in the same
+    /// order (this frame's orbs), each where it was or will be at `time`. The scene pass takes
+    /// the previous frame's transforms from it for the motion vectors.
+    pub fn draws_at(&self, time: f32, out: &mut Vec<Draw>) {
         out.clear();
         out.push(Draw {
             mesh: MeshId::Static,
@@ -257,14 +264,14 @@ impl World {
             mesh: MeshId::Wheel,
             model: Mat4::from_translation(w.centre)
                 * Mat4::from_rotation_y(w.facing)
-                * Mat4::from_rotation_z(w.phase + w.speed * self.time),
+                * Mat4::from_rotation_z(w.phase + w.speed * time),
             emissive: 0.0,
         }));
         out.extend(self.orbs.iter().filter(|o| !o.collected).map(|o| {
-            let pulse = o.pulse(self.time);
+            let pulse = o.pulse(time);
             Draw {
                 mesh: MeshId::Orb,
-                model: Mat4::from_translation(o.position(self.time))
+                model: Mat4::from_translation(o.position(time))
                     * Mat4::from_scale(Vec3::splat(1.0 + 0.08 * pulse)),
                 emissive: 2.0 + pulse,
             }

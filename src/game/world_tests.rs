@@ -244,3 +244,37 @@ fn sun_dir_is_normalized_and_above_horizon() {
     let s = World::new(0).sun_dir();
     assert!((s.length() - 1.0).abs() < 1e-6 && s.y > 0.0);
 }
+
+#[test]
+fn draws_at_another_time_are_the_same_objects_moved() {
+    let mut w = World::new(7);
+    w.time = 2.0;
+    touch_orb(&mut w, 3);
+    let (mut now, mut before) = (Vec::new(), Vec::new());
+    w.draws(&mut now);
+    w.draws_at(w.time - 0.1, &mut before);
+    assert_eq!(now.len(), before.len(), "the same draws, in the same order");
+    for (a, b) in now.iter().zip(&before) {
+        assert_eq!(a.mesh, b.mesh);
+    }
+    assert_eq!(
+        now[0].model, before[0].model,
+        "the static world does not move"
+    );
+    // A wheel turns about its axle (local +Z) by its speed times the time step.
+    let (a, b) = (now[1].model, before[1].model);
+    let rel = b.inverse() * a;
+    assert!(rel.w_axis.truncate().length() < 1e-4, "it stays in place");
+    let turn = rel.x_axis.y.atan2(rel.x_axis.x);
+    let speed = w.wheels[0].speed;
+    assert!(
+        (turn - speed * 0.1).abs() < 1e-4,
+        "{turn} vs {}",
+        speed * 0.1
+    );
+    // An orb floats along Y.
+    let orb = now.iter().position(|d| d.mesh == MeshId::Orb).unwrap();
+    let lift = now[orb].model.w_axis.y - before[orb].model.w_axis.y;
+    assert!(lift.abs() > 1e-3 && lift.abs() < ORB_BOB * 2.0, "{lift}");
+    assert_eq!(now[orb].model.w_axis.x, before[orb].model.w_axis.x);
+}

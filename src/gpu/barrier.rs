@@ -76,6 +76,21 @@ pub const DEPTH_WRITE: State = state(
     ),
     vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL,
 );
+/// The single-sample target of a depth resolve at the end of a rendering scope. The spec runs
+/// resolves at the colour-output stage as colour-attachment writes, whatever the aspect; the
+/// depth-test stages and writes are included for implementations that count them as depth.
+pub const DEPTH_RESOLVE_WRITE: State = state(
+    vk::PipelineStageFlags2::from_raw(
+        vk::PipelineStageFlags2::COLOR_ATTACHMENT_OUTPUT.as_raw()
+            | vk::PipelineStageFlags2::EARLY_FRAGMENT_TESTS.as_raw()
+            | vk::PipelineStageFlags2::LATE_FRAGMENT_TESTS.as_raw(),
+    ),
+    vk::AccessFlags2::from_raw(
+        vk::AccessFlags2::COLOR_ATTACHMENT_WRITE.as_raw()
+            | vk::AccessFlags2::DEPTH_STENCIL_ATTACHMENT_WRITE.as_raw(),
+    ),
+    vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL,
+);
 /// Sampled by a compute or fragment shader (the upscaler's input, the composite's input).
 pub const SAMPLED: State = state(
     vk::PipelineStageFlags2::from_raw(

@@ -6,6 +6,10 @@ use ash::vk;
 use super::timestamps::Timestamps;
 use super::{Destroy as _, Gpu, Result};
 
+/// Frames the CPU may record ahead of the GPU: the number of [`Frame`] slots, and of every
+/// per-slot resource (upscaler buffers, compare-view readbacks, UI frees) indexed by slot.
+pub const FRAMES_IN_FLIGHT: usize = 2;
+
 /// A destructor that must run only after the GPU finished every frame that could use the object.
 pub type Deferred = Box<dyn FnOnce(&Gpu)>;
 

@@ -275,6 +275,34 @@ pub unsafe fn record_capture(
     buffer: vk::Buffer,
 ) {
     let range = super::barrier::color_range();
+    record_capture_range(device, cmd, image, extent, range, state, buffer);
+}
+
+/// [`record_capture`] for an [`Image`] of any single-plane format, depth included (the copy
+/// is tightly packed in the format's texel size).
+///
+/// # Safety
+/// As [`record_capture`].
+pub unsafe fn record_capture_image(
+    device: &ash::Device,
+    cmd: vk::CommandBuffer,
+    image: &Image,
+    state: State,
+    buffer: vk::Buffer,
+) {
+    let range = image.desc.range();
+    record_capture_range(device, cmd, image.raw, image.extent(), range, state, buffer);
+}
+
+unsafe fn record_capture_range(
+    device: &ash::Device,
+    cmd: vk::CommandBuffer,
+    image: vk::Image,
+    extent: vk::Extent2D,
+    range: vk::ImageSubresourceRange,
+    state: State,
+    buffer: vk::Buffer,
+) {
     let t = |from, to| Transition {
         image,
         range,
@@ -282,7 +310,8 @@ pub unsafe fn record_capture(
         to,
     };
     super::barrier::transition(device, cmd, &[t(state, super::barrier::TRANSFER_SRC)]);
-    let copy = whole_copy(extent);
+    let mut copy = whole_copy(extent);
+    copy.image_subresource.aspect_mask = range.aspect_mask;
     device.cmd_copy_image_to_buffer(
         cmd,
         image,

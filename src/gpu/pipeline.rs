@@ -198,7 +198,8 @@ pub struct GraphicsDesc<'a> {
     pub push_size: u32,
     pub vertex_stride: u32,
     pub attributes: &'a [vk::VertexInputAttributeDescription],
-    pub color_format: vk::Format,
+    /// One per colour attachment, in location order.
+    pub color_formats: &'a [vk::Format],
     pub depth: Option<(vk::Format, bool)>,
     pub cull: vk::CullModeFlags,
     /// Samples per pixel of the attachments (TYPE_1 unless multisampled).
@@ -244,7 +245,7 @@ pub fn graphics(gpu: &Gpu, desc: &GraphicsDesc) -> Result<Pipeline> {
     })
 }
 
-/// The pipeline object: `desc`'s fixed-function state (one colour attachment, optional depth,
+/// The pipeline object: `desc`'s fixed-function state (its colour attachments, optional depth,
 /// dynamic viewport and scissor, dynamic rendering) around `stages`.
 fn create_graphics(
     gpu: &Gpu,
@@ -280,14 +281,19 @@ fn create_graphics(
         .depth_test_enable(desc.depth.is_some())
         .depth_write_enable(depth_write)
         .depth_compare_op(vk::CompareOp::LESS_OR_EQUAL);
-    let blend_attachment = [vk::PipelineColorBlendAttachmentState::default()
-        .color_write_mask(vk::ColorComponentFlags::RGBA)];
+    let blend_attachment: Vec<_> = desc
+        .color_formats
+        .iter()
+        .map(|_| {
+            vk::PipelineColorBlendAttachmentState::default()
+                .color_write_mask(vk::ColorComponentFlags::RGBA)
+        })
+        .collect();
     let blend = vk::PipelineColorBlendStateCreateInfo::default().attachments(&blend_attachment);
     let dynamic_states = [vk::DynamicState::VIEWPORT, vk::DynamicState::SCISSOR];
     let dynamic = vk::PipelineDynamicStateCreateInfo::default().dynamic_states(&dynamic_states);
-    let color_formats = [desc.color_format];
     let mut rendering = vk::PipelineRenderingCreateInfo::default()
-        .color_attachment_formats(&color_formats)
+        .color_attachment_formats(desc.color_formats)
         .depth_attachment_format(depth_format);
     let info = vk::GraphicsPipelineCreateInfo::default()
         .stages(stages)
@@ -389,4 +395,30 @@ pub unsafe fn push_constants<T: bytemuck::Pod>(
 ) {
     gpu.device
         .cmd_push_constants(cmd, pipeline.layout, stages, 0, bytemuck::bytes_of(value));
+}
+
+/// The compute dispatch every pass records the same way: binds `pipeline`, pushes `bindings`
+/// as set 0 (binding = index), pushes `push` as compute push constants unless it is empty (`&()`),
+/// and dispatches `groups`.
+///
+/// # Safety
+/// `cmd` is recording outside a rendering scope, `pipeline` is a compute pipeline whose layout
+/// matches `bindings` and `push`, and the resources stay alive until the command buffer
+/// completes.
+pub unsafe fn dispatch<P: bytemuck::Pod>(
+    gpu: &Gpu,
+    cmd: vk::CommandBuffer,
+    pipeline: &Pipeline,
+    bindings: &[Binding],
+    push: &P,
+    groups: [u32; 3],
+) {
+    let bind = vk::PipelineBindPoint::COMPUTE;
+    gpu.device.cmd_bind_pipeline(cmd, bind, pipeline.raw);
+    push_descriptors(gpu, cmd, bind, pipeline, bindings);
+    if std::mem::size_of::<P>() > 0 {
+        push_constants(gpu, cmd, pipeline, vk::ShaderStageFlags::COMPUTE, push);
+    }
+    gpu.device
+        .cmd_dispatch(cmd, groups[0], groups[1], groups[2]);
 }

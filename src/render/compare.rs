@@ -17,16 +17,16 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 
 use super::scene::{self, ScenePass, SceneTargets};
-use super::FRAMES_IN_FLIGHT;
 use crate::game::world::World;
 use crate::gpu::barrier::{self, State};
+use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::gpu::guard::Destroy;
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::timestamps::Timestamps;
 use crate::gpu::{self, Buffer, Gpu, Image, ImageDesc, Pipeline};
 use crate::metrics::psnr_from_mse;
 use crate::shader;
-use crate::upscale::{self, FrameIo, MlSettings, Pattern, Schedule, Upscaler};
+use crate::upscale::{self, FrameInputs, FrameIo, MlSettings, Pattern, Schedule, Upscaler};
 
 /// What the right side of the divider shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl CompareSide {
             CompareSide::Pattern(p) if p == current => {
                 Err(format!("{p} is already the current pattern (left side)"))
             }
-            CompareSide::Pattern(p @ (Pattern::CpuRoundtrip | Pattern::SharedMemory)) => Err(
+            CompareSide::Pattern(p) if p.caps().host_step => Err(
                 format!("{p} runs on the host between two submissions; compare it by making it the current pattern"),
             ),
             CompareSide::Pattern(_) => Ok(()),
@@ -217,7 +217,7 @@ impl Compare {
     ///
     /// # Safety
     /// `cmd` is recording outside a rendering scope; the slot's fence was waited on and
-    /// [`Compare::collect`] ran for it; `input` is in `barrier::SAMPLED`.
+    /// [`Compare::collect`] ran for it; `inputs` are in `barrier::SAMPLED`.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn record(
         &mut self,
@@ -227,7 +227,7 @@ impl Compare {
         frame: u64,
         scene: &mut ScenePass,
         world: &World,
-        input: &Image,
+        inputs: FrameInputs,
         output: &Image,
     ) -> anyhow::Result<State> {
         let device = &gpu.device;
@@ -242,7 +242,7 @@ impl Compare {
                 gpu,
                 cmd,
                 slot,
-                input,
+                inputs,
                 output: &r.image,
                 timestamps: &mut r.timestamps[slot],
             };
@@ -267,12 +267,13 @@ impl Compare {
     /// As [`Compare::record`]; the images are in `PSNR_READ`.
     unsafe fn record_psnr(&self, gpu: &Gpu, cmd: vk::CommandBuffer, slot: usize, output: &Image) {
         let device = &gpu.device;
-        device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.psnr.pipeline.raw);
         let right_view = self.right.as_ref().map_or(output.view, |r| r.image.view);
-        pipeline::push_descriptors(
+        let push = PsnrPush {
+            has_right: self.right.is_some() as u32,
+        };
+        pipeline::dispatch(
             gpu,
             cmd,
-            vk::PipelineBindPoint::COMPUTE,
             &self.psnr.pipeline,
             &[
                 Binding::StorageImage(output.view),
@@ -280,18 +281,9 @@ impl Compare {
                 Binding::SampledImage(self.native.color.view, self.psnr.nearest),
                 Binding::StorageBuffer(self.psnr.partials[slot].raw),
             ],
-        );
-        let push = PsnrPush {
-            has_right: self.right.is_some() as u32,
-        };
-        pipeline::push_constants(
-            gpu,
-            cmd,
-            &self.psnr.pipeline,
-            vk::ShaderStageFlags::COMPUTE,
             &push,
+            [self.psnr.groups[0], self.psnr.groups[1], 1],
         );
-        device.cmd_dispatch(cmd, self.psnr.groups[0], self.psnr.groups[1], 1);
         barrier::memory(
             device,
             cmd,
@@ -447,5 +439,16 @@ mod tests {
         assert!(CompareSide::Pattern(Pattern::InStream)
             .support(Pattern::CpuRoundtrip)
             .is_ok());
+        // By capability, not by name: every pattern with a host step is refused, and the UI
+        // offers none.
+        for p in Pattern::ALL.into_iter().filter(|p| p.caps().host_step) {
+            let other = Pattern::ALL.into_iter().find(|&q| q != p).unwrap();
+            assert!(CompareSide::Pattern(p).support(other).is_err(), "{p}");
+        }
+        for side in CompareSide::ALL {
+            if let CompareSide::Pattern(p) = side {
+                assert!(!p.caps().host_step, "{p} is offered as a right side");
+            }
+        }
     }
 }

@@ -5,9 +5,39 @@
 
 use ash::vk;
 
+use crate::game::camera::{FAR, NEAR};
 use crate::gpu::pipeline::{self, Binding, GraphicsDesc};
 use crate::gpu::{self, Destroy, Gpu, Image, Pipeline};
 use crate::shader;
+
+/// What the composite shows: the upscaled picture, or a debug view of the scene pass's
+/// temporal inputs (`shaders/render/debug_view.glsl` colours them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DebugView {
+    #[default]
+    Off,
+    /// The motion vectors: hue = direction, brightness = length.
+    Motion,
+    /// The kept depth: near white, far black.
+    Depth,
+}
+
+impl DebugView {
+    pub const ALL: [DebugView; 3] = [DebugView::Off, DebugView::Motion, DebugView::Depth];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DebugView::Off => "off",
+            DebugView::Motion => "motion vectors",
+            DebugView::Depth => "depth",
+        }
+    }
+
+    /// The shaders' mode number (DEBUG_OFF, DEBUG_MOTION, DEBUG_DEPTH).
+    fn mode(self) -> u32 {
+        self as u32
+    }
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -15,6 +45,9 @@ struct CompositePush {
     srgb_target: u32,
     /// Left of this fraction of the image shows the source, right of it the compare side.
     divider: f32,
+    mode: u32,
+    near: f32,
+    far: f32,
 }
 
 #[repr(C)]
@@ -24,6 +57,9 @@ struct ComputePush {
     extent: [u32; 2],
     target_size: [u32; 2],
     divider: f32,
+    mode: u32,
+    near: f32,
+    far: f32,
 }
 
 pub struct CompositePass {
@@ -50,7 +86,7 @@ impl CompositePass {
                 push_size: std::mem::size_of::<CompositePush>() as u32,
                 vertex_stride: 0,
                 attributes: &[],
-                color_format: format,
+                color_formats: &[format],
                 depth: None,
                 cull: vk::CullModeFlags::NONE,
                 samples: vk::SampleCountFlags::TYPE_1,
@@ -85,20 +121,23 @@ impl CompositePass {
     /// Draws `source` (in `barrier::SAMPLED`) into `target_view` (in `barrier::COLOR_WRITE`),
     /// clearing the letterbox bars. With `split` = (image, divider), the part of the picture
     /// right of `divider` (0..1 across it) shows that image instead (same size as `source`, also
-    /// in `barrier::SAMPLED`): the compare view.
+    /// in `barrier::SAMPLED`): the compare view. With a `debug` view, `source` is the motion or
+    /// depth image and is shown false-coloured.
     ///
     /// # Safety
     /// `cmd` is recording outside a rendering scope.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn record(
         &self,
         gpu: &Gpu,
         cmd: vk::CommandBuffer,
         source: &Image,
         split: Option<(&Image, f32)>,
+        debug: DebugView,
         target_view: vk::ImageView,
         target: vk::Extent2D,
     ) {
-        self.record_draw(gpu, cmd, source, split, target_view, target);
+        self.record_draw(gpu, cmd, source, split, debug, target_view, target);
     }
 
     /// [`CompositePass::record`] as a compute pass: `target_view` is a storage view of an
@@ -106,50 +145,47 @@ impl CompositePass {
     ///
     /// # Safety
     /// `cmd` is recording outside a rendering scope.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn record_compute(
         &self,
         gpu: &Gpu,
         cmd: vk::CommandBuffer,
         source: &Image,
         split: Option<(&Image, f32)>,
+        debug: DebugView,
         target_view: vk::ImageView,
         target: vk::Extent2D,
     ) {
         let rect = letterbox(source.extent(), target);
-        gpu.device
-            .cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, self.compute.raw);
-        let sampler = self.sampler_for(source, rect);
-        pipeline::push_descriptors(
+        let sampler = self.sampler_for(source, rect, debug);
+        let push = ComputePush {
+            offset: [rect.offset.x, rect.offset.y],
+            extent: [rect.extent.width, rect.extent.height],
+            target_size: [target.width, target.height],
+            divider: split.map_or(2.0, |(_, divider)| divider),
+            mode: debug.mode(),
+            near: NEAR,
+            far: FAR,
+        };
+        pipeline::dispatch(
             gpu,
             cmd,
-            vk::PipelineBindPoint::COMPUTE,
             &self.compute,
             &[
                 Binding::SampledImage(source.view, sampler),
                 Binding::SampledImage(split.map_or(source.view, |(right, _)| right.view), sampler),
                 Binding::StorageImage(target_view),
             ],
-        );
-        let push = ComputePush {
-            offset: [rect.offset.x, rect.offset.y],
-            extent: [rect.extent.width, rect.extent.height],
-            target_size: [target.width, target.height],
-            divider: split.map_or(2.0, |(_, divider)| divider),
-        };
-        pipeline::push_constants(
-            gpu,
-            cmd,
-            &self.compute,
-            vk::ShaderStageFlags::COMPUTE,
             &push,
+            [target.width.div_ceil(16), target.height.div_ceil(8), 1],
         );
-        gpu.device
-            .cmd_dispatch(cmd, target.width.div_ceil(16), target.height.div_ceil(8), 1);
     }
 
     /// Pixel-exact when sizes match, so the headless image is exactly the upscaler's output.
-    fn sampler_for(&self, source: &Image, rect: vk::Rect2D) -> vk::Sampler {
-        if rect.extent == source.extent() {
+    /// The debug views sample nearest: depth formats need not filter, and a mean of motion
+    /// vectors across an edge is no object's motion.
+    fn sampler_for(&self, source: &Image, rect: vk::Rect2D, debug: DebugView) -> vk::Sampler {
+        if rect.extent == source.extent() || debug != DebugView::Off {
             self.nearest
         } else {
             self.linear
@@ -158,12 +194,14 @@ impl CompositePass {
 
     /// # Safety
     /// As [`CompositePass::record`].
+    #[allow(clippy::too_many_arguments)]
     unsafe fn record_draw(
         &self,
         gpu: &Gpu,
         cmd: vk::CommandBuffer,
         source: &Image,
         split: Option<(&Image, f32)>,
+        debug: DebugView,
         target_view: vk::ImageView,
         target: vk::Extent2D,
     ) {
@@ -189,7 +227,7 @@ impl CompositePass {
         let rect = letterbox(source.extent(), target);
         super::scene::set_viewport_rect(device, cmd, rect);
         device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.pipeline.raw);
-        let sampler = self.sampler_for(source, rect);
+        let sampler = self.sampler_for(source, rect, debug);
         pipeline::push_descriptors(
             gpu,
             cmd,
@@ -203,6 +241,9 @@ impl CompositePass {
         let push = CompositePush {
             srgb_target: gpu::swapchain::is_srgb(self.format) as u32,
             divider: split.map_or(2.0, |(_, divider)| divider),
+            mode: debug.mode(),
+            near: NEAR,
+            far: FAR,
         };
         pipeline::push_constants(
             gpu,

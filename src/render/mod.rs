@@ -4,13 +4,16 @@
 
 pub mod compare;
 pub mod composite;
+mod history;
 pub mod offscreen;
 pub mod overlay;
 mod record;
 pub mod scene;
+mod scene_motion;
 mod scene_targets;
 mod scene_textures;
 pub mod stats;
+mod temporal;
 
 use std::time::Instant;
 
@@ -20,16 +23,15 @@ use egui_ash_renderer::allocator::GpuAllocator;
 
 use crate::game::world::World;
 use crate::gpu::barrier::State;
-use crate::gpu::frame::{self, Frame};
+use crate::gpu::frame::{self, Frame, FRAMES_IN_FLIGHT};
 use crate::gpu::{self, Destroy as _, Gpu, Image, ImageDesc};
 use crate::upscale::{self, HostTimes, MlSettings, Pattern, Upscaler};
 use compare::{Compare, ComparePsnr, CompareSide};
 use composite::CompositePass;
+use history::HistoryReset;
 use scene::{ScenePass, SceneTargets};
 use stats::{FrameRecord, Stats};
-
-/// Frames the CPU may record ahead of the GPU.
-pub const FRAMES_IN_FLIGHT: usize = 2;
+use temporal::TemporalInputs;
 
 /// Where this frame's final image goes.
 pub struct Target {
@@ -72,6 +74,10 @@ pub struct Renderer {
     frame_number: u64,
     scene: ScenePass,
     targets: SceneTargets,
+    /// Jitter and mip bias of the frames the upscalers read.
+    temporal: TemporalInputs,
+    /// What the composite shows (the overlay's debug view).
+    debug_view: composite::DebugView,
     output: Image,
     composite: CompositePass,
     upscaler: Box<dyn Upscaler>,
@@ -93,6 +99,10 @@ pub struct Renderer {
     spans: Vec<(&'static str, f64)>,
     /// The `upscale` span of a split frame, opened in command buffer A and closed in B.
     open_span: Option<gpu::timestamps::Span>,
+    /// Whether the next recorded frame starts the upscalers' history over.
+    history: HistoryReset,
+    /// The frame being recorded starts it over (`FrameInputs::reset`, taken from `history`).
+    frame_reset: bool,
 }
 
 /// The image sizes of the pipeline.
@@ -184,9 +194,11 @@ impl Renderer {
         // model, after which the session starts bilinear instead) destroys what was made.
         let frames = (0..FRAMES_IN_FLIGHT).map(|i| Frame::new(gpu, i));
         let frames = gpu::guard::try_collect(gpu, frames)?.guard(gpu);
-        let scene = ScenePass::new(gpu, world, textures, sizes.msaa, sizes.upscale_mip_bias())?;
-        let scene = scene.guard(gpu);
-        let targets = scene.upscale_targets(gpu, sizes.render)?.guard(gpu);
+        // The biased sampler always exists: jittered frames use it whatever the setting.
+        let bias = upscale_mip_bias(sizes.render.width, sizes.output.width);
+        let scene = ScenePass::new(gpu, world, textures, sizes.msaa, bias)?.guard(gpu);
+        let mut targets = scene.upscale_targets(gpu, sizes.render)?.guard(gpu);
+        targets.mip_biased = sizes.mip_bias;
         let output = output_image(gpu, sizes.output)?.guard(gpu);
         let composite = CompositePass::new(gpu, target_format)?.guard(gpu);
         let upscaler = upscale::create(gpu, pattern, &ml, &targets.color, &output)?.guard(gpu);
@@ -198,6 +210,8 @@ impl Renderer {
             frame_number: 0,
             scene: scene.keep(),
             targets: targets.keep(),
+            temporal: TemporalInputs::new(&sizes),
+            debug_view: composite::DebugView::Off,
             output: output.keep(),
             composite: composite.keep(),
             upscaler: upscaler.keep(),
@@ -213,6 +227,8 @@ impl Renderer {
             last_frame_start: None,
             spans: Vec::with_capacity(32),
             open_span: None,
+            history: HistoryReset::new(),
+            frame_reset: false,
         })
     }
 
@@ -229,7 +245,7 @@ impl Renderer {
             render: self.targets.color.extent(),
             output: self.output.extent(),
             msaa: self.scene.msaa(),
-            mip_bias: self.scene.has_upscale_mip_bias(),
+            mip_bias: self.temporal.mip_bias(),
         }
     }
 
@@ -266,6 +282,7 @@ impl Renderer {
         let last_slot = self.last_slot();
         self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
         self.stats.new_configuration();
+        self.history.request();
         tracing::info!("upscaler: {pattern}");
         // The right side never duplicates the left: compare against native instead.
         if self.compare_side() == Some(CompareSide::Pattern(pattern)) {
@@ -297,6 +314,8 @@ impl Renderer {
             self.frames[last_slot].defer(Box::new(move |gpu| old.destroy(gpu)));
         }
         self.stats.new_configuration();
+        // The right side's upscaler is new (or gone): both sides start over together.
+        self.history.request();
         tracing::info!(
             "compare view: {}",
             side.map_or("off".to_string(), |s| format!("right side {s}"))
@@ -323,10 +342,10 @@ impl Renderer {
 
     /// Runs the current pattern on another model (`ml`). The new upscaler is built before the
     /// old one is retired, so on failure nothing changes and the previous model keeps running.
-    /// Bilinear uses no model: it only remembers the settings for the next ML pattern.
+    /// A pattern without a model only remembers the settings for the next ML pattern.
     pub fn switch_model(&mut self, gpu: &Gpu, ml: MlSettings) -> anyhow::Result<()> {
         let pattern = self.upscaler.pattern();
-        if pattern != Pattern::Bilinear {
+        if pattern.caps().needs_model {
             let new = upscale::create(gpu, pattern, &ml, &self.targets.color, &self.output)?;
             let old = std::mem::replace(&mut self.upscaler, new);
             let last_slot = self.last_slot();
@@ -334,15 +353,32 @@ impl Renderer {
         }
         tracing::info!("model: {}", ml.model.display());
         self.stats.new_configuration();
+        self.history.request();
         self.ml = ml;
         // A second ML upscaler on the compare view's right side follows the model too.
-        if let Some(side @ CompareSide::Pattern(Pattern::InStream)) = self.compare_side() {
+        let runs_model =
+            |s: &CompareSide| matches!(s, CompareSide::Pattern(p) if p.caps().needs_model);
+        if let Some(side) = self.compare_side().filter(runs_model) {
             self.set_compare(gpu, None)?;
             if let Err(e) = self.set_compare(gpu, Some(side)) {
                 tracing::warn!("compare view off: {side} cannot run the new model: {e:#}");
             }
         }
         Ok(())
+    }
+
+    /// The picture jumps (the game restarted): the next frame starts the upscalers' history
+    /// over. Pattern, model, precision and compare-view switches do this themselves; the render
+    /// and output sizes are fixed for a renderer's life, so a new size is a new renderer, whose
+    /// first frame starts over.
+    pub fn reset_history(&mut self) {
+        self.history.request();
+        self.reset_temporal();
+    }
+
+    /// Whether the last recorded frame told the upscalers to start their history over.
+    pub fn last_frame_reset(&self) -> bool {
+        self.frame_reset
     }
 
     fn last_slot(&self) -> usize {
@@ -369,7 +405,10 @@ impl Renderer {
             return Ok(false);
         };
         let ui = ui.as_deref();
+        // Taken only once the frame is sure to be recorded: a skipped frame passes it on.
+        self.frame_reset = self.history.take();
         let mut host = HostTimes::new();
+        self.prepare_temporal();
         let cmd = unsafe { self.record_until_split(gpu, slot, world)? };
         // SAFETY: each command buffer is recorded once, after this slot's fence was waited on.
         unsafe { self.submit_by_schedule(gpu, slot, cmd, world, &target, ui, &mut host)? };

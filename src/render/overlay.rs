@@ -4,6 +4,7 @@
 use egui::{Color32, RichText};
 
 use super::compare::{ComparePsnr, CompareSide};
+pub use super::composite::DebugView;
 use super::stats::Stats;
 use super::Sizes;
 use crate::gpu::DeviceInfo;
@@ -59,6 +60,8 @@ pub struct OverlayModel<'a> {
     pub pacing: String,
     /// `window.fps_cap` (0: none); the frame-time graph draws its interval.
     pub fps_cap: f64,
+    /// What the composite shows: the picture, or the scene pass's motion vectors or depth.
+    pub debug_view: DebugView,
 }
 
 /// The compare view's state as the overlay shows it.
@@ -79,6 +82,7 @@ pub enum Action {
     /// An index into [`OverlayModel::models`].
     SwitchModel(usize),
     SetPrecision(PrecisionChoice),
+    SetDebugView(DebugView),
 }
 
 pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Option<Action> {
@@ -100,6 +104,9 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
         ui.separator();
         if let Some(a) = compare_controls(ui, model) {
             action = Some(a);
+        }
+        if let Some(view) = debug_controls(ui, model.debug_view) {
+            action = Some(Action::SetDebugView(view));
         }
         ui.separator();
         ui.small(format!(
@@ -343,6 +350,32 @@ fn pattern_selector(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Action> {
         }
     }
     action
+}
+
+/// The debug view of the scene pass's temporal inputs: on shows the motion vectors first.
+fn debug_controls(ui: &mut egui::Ui, current: DebugView) -> Option<DebugView> {
+    let mut chosen = None;
+    let mut on = current != DebugView::Off;
+    if ui
+        .checkbox(&mut on, "show motion vectors / depth")
+        .changed()
+    {
+        chosen = Some(if on {
+            DebugView::Motion
+        } else {
+            DebugView::Off
+        });
+    }
+    if on {
+        ui.horizontal(|ui| {
+            for view in [DebugView::Motion, DebugView::Depth] {
+                if ui.radio(current == view, view.name()).clicked() && current != view {
+                    chosen = Some(view);
+                }
+            }
+        });
+    }
+    chosen
 }
 
 fn compare_controls(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Action> {

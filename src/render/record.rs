@@ -38,7 +38,7 @@ impl Renderer {
             gpu,
             cmd,
             slot,
-            input: &self.targets.color,
+            inputs: self.targets.frame_inputs(self.frame_reset),
             output: &self.output,
             timestamps: &mut frame.timestamps,
         };
@@ -100,7 +100,7 @@ impl Renderer {
             gpu,
             cmd: cmd_b,
             slot,
-            input: &self.targets.color,
+            inputs: self.targets.frame_inputs(self.frame_reset),
             output: &self.output,
             timestamps: &mut frame.timestamps,
         };
@@ -237,7 +237,7 @@ impl Renderer {
                 self.frame_number,
                 &mut self.scene,
                 world,
-                &self.targets.color,
+                self.targets.frame_inputs(self.frame_reset),
                 &self.output,
             )?;
             timestamps.end(gpu, cmd, span);
@@ -272,12 +272,15 @@ impl Renderer {
             .compare
             .as_ref()
             .map(|c| (c.right_image(), self.divider));
+        let (source, split) =
+            super::temporal::composite_source(self.debug_view, &self.output, &self.targets, split);
         if target.storage {
             self.composite.record_compute(
                 gpu,
                 cmd,
-                &self.output,
+                source,
                 split,
+                self.debug_view,
                 target.view,
                 target.extent,
             );
@@ -292,8 +295,9 @@ impl Renderer {
                 }],
             );
         } else {
+            let debug = self.debug_view;
             self.composite
-                .record(gpu, cmd, &self.output, split, target.view, target.extent);
+                .record(gpu, cmd, source, split, debug, target.view, target.extent);
         }
         timestamps.end(gpu, cmd, span);
         Ok(())

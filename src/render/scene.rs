@@ -1,18 +1,25 @@
 //! The scene pass: sky, then the world's meshes, drawn at render (low) resolution into the
-//! colour image the upscalers read. With `render.msaa` > 1 both draw into a multisampled sRGB
-//! attachment that resolves (average, in linear light) into that image at the end of the pass.
+//! colour image the upscalers read, with motion vectors (`game::motion`) into a second
+//! attachment and the depth kept. With `render.msaa` > 1 they draw into multisampled attachments
+//! that resolve at the end of the pass: colour (average, in linear light) into that image,
+//! motion by averaging, depth with SAMPLE_ZERO. The projection may carry a sub-pixel jitter
+//! (`SceneTargets::set_jitter`); the motion vectors never do.
 
 use ash::vk;
-use glam::Mat4;
+use glam::{Mat4, Vec2};
 
+use crate::game::jitter;
 use crate::game::mesh::{Mesh, Vertex};
 use crate::game::world::{Draw, MeshId, World};
-use crate::gpu::barrier::{self, Transition};
 use crate::gpu::pipeline::{self, Binding, GraphicsDesc};
 use crate::gpu::{self, Buffer, Destroy, Gpu, Image, Pipeline};
 use crate::shader;
 
+use super::scene_motion::MotionScratch;
 pub use super::scene_targets::SceneTargets;
+use super::scene_targets::{
+    begin_transitions, color_attachment, depth_attachment, end_transitions, motion_attachment,
+};
 use super::scene_textures::upload_texture_array;
 
 /// Format of the low-resolution colour image: display-encoded RGBA8, what ML upscalers take.
@@ -23,6 +30,8 @@ pub const COLOR_FORMAT: vk::Format = vk::Format::R8G8B8A8_UNORM;
 /// dark ones stand out), unlike the dataset's supersampled reference, averaged in linear light.
 pub(super) const MSAA_COLOR_FORMAT: vk::Format = vk::Format::R8G8B8A8_SRGB;
 pub(super) const DEPTH_FORMAT: vk::Format = vk::Format::D32_SFLOAT;
+/// Format of the motion vectors: two half floats, render pixels (`game::motion`).
+pub const MOTION_FORMAT: vk::Format = vk::Format::R16G16_SFLOAT;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -92,6 +101,7 @@ pub struct ScenePass {
     upscale_sampler: Option<vk::Sampler>,
     meshes: Vec<(MeshId, GpuMesh)>,
     draws: Vec<Draw>,
+    motion: MotionScratch,
 }
 
 /// The sky and mesh pipelines for `samples` per pixel.
@@ -103,17 +113,18 @@ fn create_pipelines(gpu: &Gpu, samples: vk::SampleCountFlags) -> gpu::Result<(Pi
     } else {
         (MSAA_COLOR_FORMAT, &[vk::FALSE])
     };
+    let color_formats = [color_format, MOTION_FORMAT];
     let sky = pipeline::graphics(
         gpu,
         &GraphicsDesc {
             name: "sky",
             vertex: shader!("render/fullscreen.vert"),
             fragment: shader!("render/sky.frag"),
-            bindings: &[],
+            bindings: &[vk::DescriptorType::STORAGE_BUFFER],
             push_size: std::mem::size_of::<SkyPush>() as u32,
             vertex_stride: 0,
             attributes: &[],
-            color_format,
+            color_formats: &color_formats,
             depth: Some((DEPTH_FORMAT, false)),
             cull: vk::CullModeFlags::NONE,
             samples,
@@ -128,11 +139,14 @@ fn create_pipelines(gpu: &Gpu, samples: vk::SampleCountFlags) -> gpu::Result<(Pi
             name: "scene meshes",
             vertex: shader!("render/scene.vert"),
             fragment: shader!("render/scene.frag"),
-            bindings: &[vk::DescriptorType::COMBINED_IMAGE_SAMPLER],
+            bindings: &[
+                vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
+                vk::DescriptorType::STORAGE_BUFFER,
+            ],
             push_size: std::mem::size_of::<MeshPush>() as u32,
             vertex_stride: std::mem::size_of::<Vertex>() as u32,
             attributes: &attributes,
-            color_format,
+            color_formats: &color_formats,
             depth: Some((DEPTH_FORMAT, true)),
             cull: vk::CullModeFlags::BACK,
             samples,
@@ -199,6 +213,7 @@ impl ScenePass {
             upscale_sampler: upscale_sampler.keep(),
             meshes,
             draws: Vec::with_capacity(64),
+            motion: MotionScratch::new(),
         })
     }
 
@@ -226,7 +241,8 @@ impl ScenePass {
         self.upscale_sampler.is_some()
     }
 
-    /// Draws the world into `targets`; leaves the colour image in `barrier::SAMPLED`.
+    /// Draws the world into `targets`; leaves the colour, motion and kept depth images in
+    /// `barrier::SAMPLED`. Advances the targets' motion history to this frame.
     ///
     /// # Safety
     /// `cmd` is recording outside a rendering scope; `targets` were made by
@@ -241,23 +257,21 @@ impl ScenePass {
         let device = &gpu.device;
         debug_assert_eq!(targets.samples(), self.samples, "targets of another pass");
         let extent = targets.color.extent();
-        let color_write = targets
-            .color
-            .transition(barrier::REUSE, barrier::COLOR_WRITE);
-        let depth_write = targets
-            .depth
-            .transition(barrier::DEPTH_REUSE, barrier::DEPTH_WRITE);
-        // A fixed array, no per-frame allocation: the multisampled attachment is the third.
-        let mut transitions = [color_write, depth_write, color_write];
-        let mut count = 2;
-        if let Some(ms) = &targets.multisampled {
-            transitions[2] = ms
-                .color
-                .transition(barrier::ATTACHMENT_REUSE, barrier::COLOR_WRITE);
-            count = 3;
-        }
-        barrier::transition(device, cmd, &transitions[..count]);
-        let color = [color_attachment(targets)];
+        let aspect = extent.width as f32 / extent.height as f32;
+        let proj = world.camera.proj(aspect);
+        let view_proj = proj * world.camera.view();
+        // Unjittered frames keep the exact matrix they always had.
+        let sampled_view_proj = if targets.jitter == Vec2::ZERO {
+            view_proj
+        } else {
+            let size = (extent.width, extent.height);
+            jitter::jittered(proj, targets.jitter, size) * world.camera.view()
+        };
+        world.draws(&mut self.draws);
+        self.motion
+            .record_upload(gpu, cmd, targets, world, &self.draws, view_proj);
+        begin_transitions(device, cmd, targets);
+        let color = [color_attachment(targets), motion_attachment(targets)];
         let depth = depth_attachment(targets);
         let area = vk::Rect2D {
             offset: vk::Offset2D::default(),
@@ -271,22 +285,11 @@ impl ScenePass {
         device.cmd_begin_rendering(cmd, &info);
         set_viewport(device, cmd, extent);
 
-        let aspect = extent.width as f32 / extent.height as f32;
-        let view_proj = world.camera.proj(aspect) * world.camera.view();
         let sun = world.sun_dir();
-        self.record_sky(gpu, cmd, view_proj, sun);
-        self.record_meshes(gpu, cmd, targets, world, view_proj, sun);
+        self.record_sky(gpu, cmd, targets, sampled_view_proj, sun);
+        self.record_meshes(gpu, cmd, targets, sampled_view_proj, sun);
         device.cmd_end_rendering(cmd);
-        barrier::transition(
-            device,
-            cmd,
-            &[Transition {
-                image: targets.color.raw,
-                range: targets.color.desc.range(),
-                from: barrier::COLOR_WRITE,
-                to: barrier::SAMPLED,
-            }],
-        );
+        end_transitions(device, cmd, targets);
     }
 
     /// The sky: one full-screen triangle shaded from the inverse view-projection.
@@ -297,6 +300,7 @@ impl ScenePass {
         &self,
         gpu: &Gpu,
         cmd: vk::CommandBuffer,
+        targets: &SceneTargets,
         view_proj: Mat4,
         sun: glam::Vec3,
     ) {
@@ -306,6 +310,13 @@ impl ScenePass {
             sun: [sun.x, sun.y, sun.z, 0.0],
         };
         device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.sky.raw);
+        pipeline::push_descriptors(
+            gpu,
+            cmd,
+            vk::PipelineBindPoint::GRAPHICS,
+            &self.sky,
+            &[Binding::StorageBuffer(targets.draw_data.raw)],
+        );
         pipeline::push_constants(
             gpu,
             cmd,
@@ -321,11 +332,10 @@ impl ScenePass {
     /// # Safety
     /// `cmd` is inside this pass's rendering scope; `targets` were made by this pass.
     unsafe fn record_meshes(
-        &mut self,
+        &self,
         gpu: &Gpu,
         cmd: vk::CommandBuffer,
         targets: &SceneTargets,
-        world: &World,
         view_proj: Mat4,
         sun: glam::Vec3,
     ) {
@@ -340,17 +350,19 @@ impl ScenePass {
             cmd,
             vk::PipelineBindPoint::GRAPHICS,
             &self.meshes_pipeline,
-            &[Binding::SampledImage(
-                self.textures.view,
-                match (targets.mip_biased, self.upscale_sampler) {
-                    (true, Some(biased)) => biased,
-                    _ => self.sampler,
-                },
-            )],
+            &[
+                Binding::SampledImage(
+                    self.textures.view,
+                    match (targets.mip_biased, self.upscale_sampler) {
+                        (true, Some(biased)) => biased,
+                        _ => self.sampler,
+                    },
+                ),
+                Binding::StorageBuffer(targets.draw_data.raw),
+            ],
         );
-        world.draws(&mut self.draws);
         let mut bound = None;
-        for draw in &self.draws {
+        for (index, draw) in self.draws.iter().enumerate() {
             let Some((_, mesh)) = self.meshes.iter().find(|(id, _)| *id == draw.mesh) else {
                 continue;
             };
@@ -367,7 +379,8 @@ impl ScenePass {
                 vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
                 &push,
             );
-            device.cmd_draw_indexed(cmd, mesh.index_count, 1, 0, 0, 0);
+            // The first instance is the draw's index into the motion data (`gl_InstanceIndex`).
+            device.cmd_draw_indexed(cmd, mesh.index_count, 1, 0, 0, index as u32);
         }
     }
 
@@ -382,41 +395,6 @@ impl ScenePass {
         for (_, mesh) in self.meshes {
             mesh.destroy(gpu);
         }
-    }
-}
-
-/// The depth attachment, cleared to the far plane; its contents are not kept after the pass.
-fn depth_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
-    vk::RenderingAttachmentInfo::default()
-        .image_view(targets.depth.view)
-        .image_layout(vk::ImageLayout::DEPTH_ATTACHMENT_OPTIMAL)
-        .load_op(vk::AttachmentLoadOp::CLEAR)
-        .store_op(vk::AttachmentStoreOp::DONT_CARE)
-        .clear_value(vk::ClearValue {
-            depth_stencil: vk::ClearDepthStencilValue {
-                depth: 1.0,
-                stencil: 0,
-            },
-        })
-}
-
-/// The colour attachment: the scene image itself, or the multisampled image resolving into it.
-/// Its old contents are never loaded: the sky covers every sample.
-fn color_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
-    let info = vk::RenderingAttachmentInfo::default()
-        .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
-        .load_op(vk::AttachmentLoadOp::DONT_CARE);
-    match &targets.multisampled {
-        None => info
-            .image_view(targets.color.view)
-            .store_op(vk::AttachmentStoreOp::STORE),
-        // Only the resolved pixels are kept: the samples need not be written back to memory.
-        Some(ms) => info
-            .image_view(ms.color.view)
-            .store_op(vk::AttachmentStoreOp::DONT_CARE)
-            .resolve_mode(vk::ResolveModeFlags::AVERAGE)
-            .resolve_image_view(ms.resolve_view)
-            .resolve_image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL),
     }
 }
 

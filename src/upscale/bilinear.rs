@@ -3,7 +3,7 @@
 
 use ash::vk;
 
-use super::{FrameIo, Pattern, Upscaler};
+use super::{FrameIo, FrameSplit, Pattern, Upscaler};
 use crate::gpu::guard::Destroy;
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::{self, Gpu, Pipeline};
@@ -35,31 +35,27 @@ impl Bilinear {
     }
 }
 
+/// One dispatch in the frame's command buffer: no split.
+impl FrameSplit for Bilinear {}
+
 impl Upscaler for Bilinear {
     fn pattern(&self) -> Pattern {
         Pattern::Bilinear
     }
 
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
-        let device = &io.gpu.device;
         let span = io.timestamps.begin(io.gpu, io.cmd, "bilinear");
-        device.cmd_bind_pipeline(io.cmd, vk::PipelineBindPoint::COMPUTE, self.pipeline.raw);
-        pipeline::push_descriptors(
+        let extent = io.output.extent();
+        pipeline::dispatch(
             io.gpu,
             io.cmd,
-            vk::PipelineBindPoint::COMPUTE,
             &self.pipeline,
             &[
-                Binding::SampledImage(io.input.view, self.sampler),
+                Binding::SampledImage(io.inputs.color.view, self.sampler),
                 Binding::StorageImage(io.output.view),
             ],
-        );
-        let extent = io.output.extent();
-        device.cmd_dispatch(
-            io.cmd,
-            extent.width.div_ceil(8),
-            extent.height.div_ceil(8),
-            1,
+            &(),
+            [extent.width.div_ceil(8), extent.height.div_ceil(8), 1],
         );
         io.timestamps.end(io.gpu, io.cmd, span);
         Ok(())

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use ash::vk;
 
-use super::{FrameIo, MlSettings, Pattern, Upscaler};
+use super::{FrameIo, FrameSplit, MlSettings, Pattern, Upscaler};
 use crate::gpu::guard::Destroy;
 use crate::gpu::{self, Gpu, Image};
 use crate::infer::ops::{compute_barrier, FrameImages};
@@ -94,6 +94,9 @@ impl InStream {
     }
 }
 
+/// Dispatches in the frame's command buffer: no split.
+impl FrameSplit for InStream {}
+
 impl Upscaler for InStream {
     fn pattern(&self) -> Pattern {
         Pattern::InStream
@@ -103,7 +106,7 @@ impl Upscaler for InStream {
         // The previous frame's dispatches read and wrote the same tensor buffers.
         compute_barrier(&io.gpu.device, io.cmd);
         let frame = FrameImages {
-            input: io.input.view,
+            input: io.inputs.color.view,
             sampler: self.sampler,
             output: io.output.view,
         };

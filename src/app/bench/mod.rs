@@ -28,8 +28,8 @@ use super::headless::OffscreenTarget;
 use super::paths;
 use super::session::{ml_settings, Session};
 use crate::game::camera;
+use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::infer::Precision;
-use crate::render::FRAMES_IN_FLIGHT;
 use crate::upscale::Pattern;
 use measure::{Plan, RunKey};
 use progress::{Planned, Progress};
@@ -188,10 +188,7 @@ pub fn run(config: &Config, args: &BenchArgs) -> anyhow::Result<BenchReport> {
 fn new_report(config: &Config, args: &BenchArgs) -> BenchReport {
     let machine = machine::machine();
     let (git_commit, git_dirty) = machine::git_commit(&paths::root());
-    let wants_ort = args
-        .patterns
-        .iter()
-        .any(|p| matches!(p, Pattern::CpuRoundtrip | Pattern::SharedMemory));
+    let wants_ort = args.patterns.iter().any(|p| p.caps().onnx_runtime);
     let ort = if wants_ort && !args.models.is_empty() {
         ml_settings(config).and_then(|ml| ml.runtime().map_err(anyhow::Error::msg))
     } else {
@@ -257,26 +254,33 @@ fn model_slots(args: &BenchArgs) -> Vec<Option<&PathBuf>> {
     }
 }
 
-/// The patterns the session of the `index`-th model slot runs: bilinear in the first only.
+/// The patterns the session of the `index`-th model slot runs: those without a model in the
+/// first only.
 fn patterns_for(args: &BenchArgs, index: usize, model: Option<&PathBuf>) -> Vec<Pattern> {
     args.patterns
         .iter()
         .copied()
-        .filter(|&p| match p {
-            Pattern::Bilinear => index == 0,
-            _ => model.is_some(),
+        .filter(|&p| {
+            if p.caps().needs_model {
+                model.is_some()
+            } else {
+                index == 0
+            }
         })
         .collect()
 }
 
-/// The runs of these patterns: in-stream once per precision (fp32, then fp16), the others
-/// once.
+/// The runs of these patterns: those with a precision choice (in-stream) once per precision
+/// (fp32, then fp16), the others once.
 fn with_precisions(patterns: &[Pattern]) -> Vec<(Pattern, Option<Precision>)> {
     patterns
         .iter()
-        .flat_map(|&p| match p {
-            Pattern::InStream => Precision::ALL.iter().map(|&q| (p, Some(q))).collect(),
-            _ => vec![(p, None)],
+        .flat_map(|&p| {
+            if p.caps().precisions {
+                Precision::ALL.iter().map(|&q| (p, Some(q))).collect()
+            } else {
+                vec![(p, None)]
+            }
         })
         .collect()
 }
@@ -290,7 +294,7 @@ fn plan(args: &BenchArgs) -> Vec<Planned> {
                 plan.push(Planned {
                     pattern,
                     model: model
-                        .filter(|_| pattern != Pattern::Bilinear)
+                        .filter(|_| pattern.caps().needs_model)
                         .map(|m| model_stem(m)),
                     output_pixels: res.output[0] as u64 * res.output[1] as u64,
                     frames: frames_per_run(args),
@@ -406,10 +410,14 @@ impl Bench<'_> {
             let key = RunKey {
                 pattern,
                 precision,
-                model: (pattern != Pattern::Bilinear)
+                model: pattern
+                    .caps()
+                    .needs_model
                     .then(|| model.map(|m| model_stem(m)))
                     .flatten(),
-                model_path: (pattern != Pattern::Bilinear)
+                model_path: pattern
+                    .caps()
+                    .needs_model
                     .then(|| model.map(|m| m.display().to_string()))
                     .flatten(),
                 resolution: *res,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::game::jitter::JitterMode;
 use crate::gpu::swapchain::PresentMode;
 use crate::infer::PrecisionChoice;
 use crate::upscale::shared::DomainChoice;
@@ -51,8 +52,12 @@ pub struct RenderConfig {
     pub render_height: Option<u32>,
     /// Samples per pixel of the scene pass (1: no MSAA), resolved into the image the upscalers read.
     pub msaa: u32,
-    /// The render-size frame samples textures with mip LOD bias log2(render / output).
+    /// The render-size frame samples textures with mip LOD bias log2(render / output). Jittered
+    /// frames (`jitter`) always get it.
     pub upscale_mip_bias: bool,
+    /// auto | off | halton: the sub-pixel camera jitter (`game::jitter::JitterMode`); auto jitters
+    /// while the active upscaler is temporal.
+    pub jitter: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -124,6 +129,7 @@ impl Default for RenderConfig {
             render_height: None,
             msaa: 4,
             upscale_mip_bias: false,
+            jitter: "auto".into(),
         }
     }
 }
@@ -335,6 +341,13 @@ impl Config {
                 format!("one of: {}", Pattern::names()),
             ));
         }
+        if JitterMode::parse(&self.render.jitter).is_none() {
+            return Err(bad(
+                "render.jitter",
+                &format!("\"{}\"", self.render.jitter),
+                format!("one of: {}", JitterMode::NAMES.join(", ")),
+            ));
+        }
         if DomainChoice::parse(&self.upscale.shared_domain).is_none() {
             return Err(bad(
                 "upscale.shared_domain",
@@ -379,6 +392,10 @@ impl Config {
 
     pub fn pattern(&self) -> Pattern {
         Pattern::parse(&self.upscale.pattern).expect("validated")
+    }
+
+    pub fn jitter(&self) -> JitterMode {
+        JitterMode::parse(&self.render.jitter).expect("validated")
     }
 
     /// (render, output) sizes.
@@ -602,6 +619,24 @@ mod tests {
         assert!(
             e.contains("render.scale = 2") && e.contains("1281x720"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn jitter_is_auto_off_or_halton() {
+        assert_eq!(parse("").unwrap().jitter(), JitterMode::Auto);
+        for (name, mode) in
+            JitterMode::NAMES
+                .iter()
+                .zip([JitterMode::Auto, JitterMode::Off, JitterMode::Halton])
+        {
+            let c = parse(&format!("[render]\njitter = \"{name}\"")).unwrap();
+            assert_eq!(c.jitter(), mode);
+        }
+        let e = parse("[render]\njitter = \"on\"").unwrap_err();
+        assert_eq!(
+            e,
+            "test.toml: render.jitter = \"on\": one of: auto, off, halton"
         );
     }
 

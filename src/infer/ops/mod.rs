@@ -259,15 +259,7 @@ impl Recorder<'_> {
         groups: [u32; 3],
     ) {
         let p = self.pipes.at(pipe);
-        let bind = vk::PipelineBindPoint::COMPUTE;
-        self.gpu.device.cmd_bind_pipeline(self.cmd, bind, p.raw);
-        pipeline::push_descriptors(self.gpu, self.cmd, bind, p, bindings);
-        if std::mem::size_of::<P>() > 0 {
-            pipeline::push_constants(self.gpu, self.cmd, p, vk::ShaderStageFlags::COMPUTE, push);
-        }
-        self.gpu
-            .device
-            .cmd_dispatch(self.cmd, groups[0], groups[1], groups[2]);
+        pipeline::dispatch(self.gpu, self.cmd, p, bindings, push, groups);
     }
 
     /// Binds `pipe`, pushes `buffers` as bindings 0.. and `push`, and dispatches `groups`.

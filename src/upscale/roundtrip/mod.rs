@@ -17,10 +17,10 @@ use ash::vk;
 use gpu_allocator::MemoryLocation;
 
 use super::model::OrtModel;
-use super::{FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
+use super::{FrameIo, FrameSplit, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier::{self, Transition};
+use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::gpu::{self, Buffer, Destroy as _, Gpu, Image};
-use crate::render::FRAMES_IN_FLIGHT;
 
 pub use convert::{nchw_to_rgba8, rgba8_to_nchw};
 
@@ -96,19 +96,45 @@ impl CpuRoundtrip {
     }
 }
 
+impl FrameSplit for CpuRoundtrip {
+    fn schedule(&self) -> Schedule {
+        Schedule::HostStep
+    }
+
+    fn run_host(&mut self, gpu: &Gpu, slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
+        let buffers = &mut self.slots[slot];
+        let t0 = Instant::now();
+        buffers.readback.invalidate_for_host(gpu)?;
+        rgba8_to_nchw(buffers.readback.mapped(), &mut self.input);
+        let t1 = Instant::now();
+        self.model.run(
+            &mut self.input,
+            self.in_shape,
+            &mut self.output,
+            self.out_shape,
+        )?;
+        let t2 = Instant::now();
+        nchw_to_rgba8(&self.output, buffers.upload.mapped_mut());
+        buffers.upload.flush_for_device(gpu)?;
+        let t3 = Instant::now();
+        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+        times.push(("to_tensor", ms(t0, t1)));
+        times.push(("inference", ms(t1, t2)));
+        times.push(("from_tensor", ms(t2, t3)));
+        self.host_copy_bytes = buffers.readback.size + buffers.upload.size;
+        Ok(())
+    }
+}
+
 impl Upscaler for CpuRoundtrip {
     fn pattern(&self) -> Pattern {
         Pattern::CpuRoundtrip
     }
 
-    fn schedule(&self) -> Schedule {
-        Schedule::HostStep
-    }
-
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
         let device = &io.gpu.device;
         let span = io.timestamps.begin(io.gpu, io.cmd, "readback");
-        let image = io.input;
+        let image = io.inputs.color;
         barrier::transition(
             device,
             io.cmd,
@@ -148,30 +174,6 @@ impl Upscaler for CpuRoundtrip {
             (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
         );
         io.timestamps.end(io.gpu, io.cmd, span);
-        Ok(())
-    }
-
-    fn run_host(&mut self, gpu: &Gpu, slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
-        let buffers = &mut self.slots[slot];
-        let t0 = Instant::now();
-        buffers.readback.invalidate_for_host(gpu)?;
-        rgba8_to_nchw(buffers.readback.mapped(), &mut self.input);
-        let t1 = Instant::now();
-        self.model.run(
-            &mut self.input,
-            self.in_shape,
-            &mut self.output,
-            self.out_shape,
-        )?;
-        let t2 = Instant::now();
-        nchw_to_rgba8(&self.output, buffers.upload.mapped_mut());
-        buffers.upload.flush_for_device(gpu)?;
-        let t3 = Instant::now();
-        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
-        times.push(("to_tensor", ms(t0, t1)));
-        times.push(("inference", ms(t1, t2)));
-        times.push(("from_tensor", ms(t2, t3)));
-        self.host_copy_bytes = buffers.readback.size + buffers.upload.size;
         Ok(())
     }
 

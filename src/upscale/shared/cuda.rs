@@ -22,11 +22,11 @@ use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
 use super::{DeviceSync, Domain};
 use crate::gpu::device::hex;
 use crate::gpu::export::{self, ExportBuffer, ExportTimeline};
+use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::gpu::guard::Destroy;
 use crate::gpu::Gpu;
-use crate::render::FRAMES_IN_FLIGHT;
 use crate::upscale::model::{CudaTarget, ExecutionProvider, OrtModel};
-use crate::upscale::{HostTimes, MlSettings};
+use crate::upscale::{FrameSplit, HostTimes, MlSettings, Schedule};
 
 const USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::STORAGE_BUFFER;
 /// How long a failure path waits on the host for Vulkan's half before signalling for CUDA.
@@ -380,8 +380,36 @@ impl Domain for CudaDomain {
         self.output.as_ref().unwrap().vk.raw
     }
 
-    fn on_device(&self) -> bool {
-        true
+    fn destroy(self: Box<Self>, gpu: &Gpu) {
+        let mut this = *self;
+        let _ = this.ctx.bind_to_thread();
+        let _ = this.stream.synchronize();
+        drop(this.model.take());
+        unsafe {
+            for t in &this.timing {
+                for e in [t.start, t.end] {
+                    if !e.is_null() {
+                        let _ = result::event::destroy(e);
+                    }
+                }
+            }
+            let _ = sys::cuDestroyExternalSemaphore(this.imported);
+        }
+        if let Some(t) = this.input.take() {
+            t.destroy(gpu);
+        }
+        if let Some(t) = this.output.take() {
+            t.destroy(gpu);
+        }
+        this.semaphore.destroy(gpu);
+    }
+}
+
+/// ONNX Runtime's CUDA EP on a CUDA stream, ordered with the frame by the shared timeline
+/// semaphore: no host step.
+impl FrameSplit for CudaDomain {
+    fn schedule(&self) -> Schedule {
+        Schedule::DeviceSignal
     }
 
     fn device_sync(&mut self) -> Option<DeviceSync> {
@@ -395,20 +423,15 @@ impl Domain for CudaDomain {
         })
     }
 
-    fn infer(&mut self, _times: &mut HostTimes) -> anyhow::Result<()> {
-        anyhow::bail!("the cuda domain runs on the GPU (queue_on_device), not on the host")
+    fn run_host(&mut self, _gpu: &Gpu, _slot: usize, _times: &mut HostTimes) -> anyhow::Result<()> {
+        anyhow::bail!("the cuda domain runs on the GPU (run_device), not on the host")
     }
 
-    fn queue_on_device(
-        &mut self,
-        gpu: &Gpu,
-        slot: usize,
-        times: &mut HostTimes,
-    ) -> anyhow::Result<()> {
+    fn run_device(&mut self, gpu: &Gpu, slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
         let (wait, signal) = self
             .pending
             .take()
-            .context("queue_on_device without device_sync")?;
+            .context("run_device without device_sync")?;
         let start = Instant::now();
         let queued = self.queue_frame(slot, wait, signal);
         times.push(("enqueue", start.elapsed().as_secs_f64() * 1e3));
@@ -437,29 +460,5 @@ impl Domain for CudaDomain {
         if let Ok(ms) = unsafe { result::event::elapsed(t.start, t.end) } {
             spans.push(("inference", ms as f64));
         }
-    }
-
-    fn destroy(self: Box<Self>, gpu: &Gpu) {
-        let mut this = *self;
-        let _ = this.ctx.bind_to_thread();
-        let _ = this.stream.synchronize();
-        drop(this.model.take());
-        unsafe {
-            for t in &this.timing {
-                for e in [t.start, t.end] {
-                    if !e.is_null() {
-                        let _ = result::event::destroy(e);
-                    }
-                }
-            }
-            let _ = sys::cuDestroyExternalSemaphore(this.imported);
-        }
-        if let Some(t) = this.input.take() {
-            t.destroy(gpu);
-        }
-        if let Some(t) = this.output.take() {
-            t.destroy(gpu);
-        }
-        this.semaphore.destroy(gpu);
     }
 }

@@ -12,7 +12,7 @@ use crate::gpu::external::HostBuffer;
 use crate::gpu::guard::Destroy;
 use crate::gpu::Gpu;
 use crate::upscale::model::OrtModel;
-use crate::upscale::{HostTimes, MlSettings};
+use crate::upscale::{FrameSplit, HostTimes, MlSettings, Schedule};
 
 pub struct HostDomain {
     model: OrtModel,
@@ -67,7 +67,24 @@ impl Domain for HostDomain {
         self.output.raw
     }
 
-    fn infer(&mut self, times: &mut HostTimes) -> anyhow::Result<()> {
+    fn destroy(self: Box<Self>, gpu: &Gpu) {
+        let this = *self;
+        // The ORT session goes first: it holds tensors over the host memory.
+        drop(this.model);
+        this.input.destroy(gpu);
+        this.output.destroy(gpu);
+    }
+}
+
+/// ONNX Runtime on the CPU: the host waits for submission A, runs the model in place, and
+/// signals the value submission B waits for.
+impl FrameSplit for HostDomain {
+    fn schedule(&self) -> Schedule {
+        Schedule::HostSignal
+    }
+
+    /// Runs the model on the input tensor into the output tensor, in place.
+    fn run_host(&mut self, _gpu: &Gpu, _slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
         let start = Instant::now();
         let (in_shape, out_shape) = (self.in_shape, self.out_shape);
         self.model.run(
@@ -78,13 +95,5 @@ impl Domain for HostDomain {
         )?;
         times.push(("inference", start.elapsed().as_secs_f64() * 1e3));
         Ok(())
-    }
-
-    fn destroy(self: Box<Self>, gpu: &Gpu) {
-        let this = *self;
-        // The ORT session goes first: it holds tensors over the host memory.
-        drop(this.model);
-        this.input.destroy(gpu);
-        this.output.destroy(gpu);
     }
 }

@@ -37,12 +37,15 @@ use ash::vk;
 
 use anyhow::Context as _;
 
-use super::{FrameIo, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
+use super::{FrameIo, FrameSplit, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier;
 use crate::gpu::guard::Destroy;
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::{self, Gpu, Image, Pipeline};
 use crate::shader;
+
+/// The domains this pattern can use, by [`Domain::name`].
+pub const DOMAINS: &[&str] = &["host", "cuda"];
 
 /// Which domain `upscale.shared_domain` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -70,7 +73,11 @@ impl DomainChoice {
 pub use super::DeviceSync;
 
 /// Tensor memory shared by Vulkan and the ML runtime, and the runtime that uses it in place.
-pub trait Domain {
+/// How the runtime joins the frame is the split-frame protocol ([`FrameSplit`]), which the
+/// pattern passes on: a host domain runs the model in [`FrameSplit::run_host`]
+/// ([`Schedule::HostSignal`]), a GPU domain queues it in [`FrameSplit::run_device`]
+/// ([`Schedule::DeviceSignal`]).
+pub trait Domain: FrameSplit {
     fn name(&self) -> &'static str;
     /// The overlay's line about it.
     fn label(&self) -> String {
@@ -80,28 +87,6 @@ pub trait Domain {
     fn input(&self) -> vk::Buffer;
     /// The output tensor (NCHW f32) as a Vulkan storage buffer.
     fn output(&self) -> vk::Buffer;
-    /// Runs the model on the input tensor into the output tensor, in place (host domains).
-    fn infer(&mut self, times: &mut HostTimes) -> anyhow::Result<()>;
-    /// The runtime works on the GPU, ordered by semaphores (no host step, no host barriers).
-    fn on_device(&self) -> bool {
-        false
-    }
-    /// GPU domains: the semaphore values of the next frame (A signals, B waits).
-    fn device_sync(&mut self) -> Option<DeviceSync> {
-        None
-    }
-    /// GPU domains: queues the frame's run between the values of the last `device_sync`. The
-    /// value B waits for is given even when this fails.
-    fn queue_on_device(
-        &mut self,
-        _gpu: &Gpu,
-        _slot: usize,
-        _times: &mut HostTimes,
-    ) -> anyhow::Result<()> {
-        Ok(())
-    }
-    /// GPU domains: the slot's completed GPU sub-stages measured outside Vulkan.
-    fn collect_gpu(&mut self, _slot: usize, _spans: &mut Vec<(&'static str, f64)>) {}
     fn destroy(self: Box<Self>, gpu: &Gpu);
 }
 
@@ -191,9 +176,10 @@ impl SharedMemory {
 }
 
 impl SharedMemory {
-    /// The domain runs on the GPU (no host step).
+    /// The domain's runtime works on the GPU, ordered by semaphores (no host step, no host
+    /// barriers).
     fn on_device(&self) -> bool {
-        self.domain.on_device()
+        self.domain.schedule() == Schedule::DeviceSignal
     }
 
     /// The domain in use: `host` or `cuda`.
@@ -207,21 +193,15 @@ fn groups(extent: vk::Extent2D) -> (u32, u32) {
     (extent.width.div_ceil(16), extent.height.div_ceil(16))
 }
 
-impl Upscaler for SharedMemory {
-    fn pattern(&self) -> Pattern {
-        Pattern::SharedMemory
-    }
-
+/// The domain's split, passed on: the image conversions around it are recorded in
+/// [`Upscaler::record`] and [`Upscaler::record_after`].
+impl FrameSplit for SharedMemory {
     fn schedule(&self) -> Schedule {
-        if self.on_device() {
-            Schedule::DeviceSignal
-        } else {
-            Schedule::HostSignal
-        }
+        self.domain.schedule()
     }
 
-    fn describe(&self) -> String {
-        format!("domain: {} · {}", self.domain.label(), self.cuda_note)
+    fn run_host(&mut self, gpu: &Gpu, slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
+        self.domain.run_host(gpu, slot, times)
     }
 
     fn device_sync(&mut self) -> Option<DeviceSync> {
@@ -229,29 +209,38 @@ impl Upscaler for SharedMemory {
     }
 
     fn run_device(&mut self, gpu: &Gpu, slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
-        self.domain.queue_on_device(gpu, slot, times)
+        self.domain.run_device(gpu, slot, times)
     }
 
     fn collect_gpu(&mut self, slot: usize, spans: &mut Vec<(&'static str, f64)>) {
         self.domain.collect_gpu(slot, spans);
     }
+}
+
+impl Upscaler for SharedMemory {
+    fn pattern(&self) -> Pattern {
+        Pattern::SharedMemory
+    }
+
+    fn describe(&self) -> String {
+        format!("domain: {} · {}", self.domain.label(), self.cuda_note)
+    }
 
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
         let device = &io.gpu.device;
         let span = io.timestamps.begin(io.gpu, io.cmd, "to_tensor");
-        device.cmd_bind_pipeline(io.cmd, vk::PipelineBindPoint::COMPUTE, self.to_tensor.raw);
-        pipeline::push_descriptors(
+        let (x, y) = groups(io.inputs.color.extent());
+        pipeline::dispatch(
             io.gpu,
             io.cmd,
-            vk::PipelineBindPoint::COMPUTE,
             &self.to_tensor,
             &[
-                Binding::SampledImage(io.input.view, self.sampler),
+                Binding::SampledImage(io.inputs.color.view, self.sampler),
                 Binding::StorageBuffer(self.domain.input()),
             ],
+            &(),
+            [x, y, 1],
         );
-        let (x, y) = groups(io.input.extent());
-        device.cmd_dispatch(io.cmd, x, y, 1);
         if !self.on_device() {
             // The runtime reads the tensor on the host once the timeline value of A is reached.
             // (On the device, A's semaphore signal orders the write before CUDA's read.)
@@ -267,10 +256,6 @@ impl Upscaler for SharedMemory {
         }
         io.timestamps.end(io.gpu, io.cmd, span);
         Ok(())
-    }
-
-    fn run_host(&mut self, _gpu: &Gpu, _slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
-        self.domain.infer(times)
     }
 
     unsafe fn record_after(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
@@ -289,19 +274,18 @@ impl Upscaler for SharedMemory {
             );
         }
         let span = io.timestamps.begin(io.gpu, io.cmd, "from_tensor");
-        device.cmd_bind_pipeline(io.cmd, vk::PipelineBindPoint::COMPUTE, self.from_tensor.raw);
-        pipeline::push_descriptors(
+        let (x, y) = groups(io.output.extent());
+        pipeline::dispatch(
             io.gpu,
             io.cmd,
-            vk::PipelineBindPoint::COMPUTE,
             &self.from_tensor,
             &[
                 Binding::StorageBuffer(self.domain.output()),
                 Binding::StorageImage(io.output.view),
             ],
+            &(),
+            [x, y, 1],
         );
-        let (x, y) = groups(io.output.extent());
-        device.cmd_dispatch(io.cmd, x, y, 1);
         io.timestamps.end(io.gpu, io.cmd, span);
         Ok(())
     }
