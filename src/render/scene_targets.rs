@@ -343,38 +343,42 @@ pub(super) fn depth_attachment(targets: &SceneTargets) -> vk::RenderingAttachmen
 /// The colour attachment: the scene image itself, or the multisampled image resolving into it.
 /// Its old contents are never loaded: the sky covers every sample.
 pub(super) fn color_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
-    let info = vk::RenderingAttachmentInfo::default()
-        .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
-        .load_op(vk::AttachmentLoadOp::DONT_CARE);
-    match &targets.multisampled {
-        None => info
-            .image_view(targets.color.view)
-            .store_op(vk::AttachmentStoreOp::STORE),
-        // Only the resolved pixels are kept: the samples need not be written back to memory.
-        Some(ms) => info
-            .image_view(ms.color.view)
-            .store_op(vk::AttachmentStoreOp::DONT_CARE)
-            .resolve_mode(vk::ResolveModeFlags::AVERAGE)
-            .resolve_image_view(ms.resolve_view)
-            .resolve_image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL),
-    }
+    let ms = targets.multisampled.as_ref();
+    resolving_attachment(
+        targets.color.view,
+        ms.map(|ms| (ms.color.view, ms.resolve_view)),
+    )
 }
 
 /// The motion attachment, like the colour one: the sky writes every sample. Multisampled, it
 /// resolves by averaging (the only resolve float colour formats have).
 pub(super) fn motion_attachment(targets: &SceneTargets) -> vk::RenderingAttachmentInfo<'static> {
+    let ms = targets.multisampled.as_ref();
+    resolving_attachment(
+        targets.motion.view,
+        ms.map(|ms| (ms.motion.view, targets.motion.view)),
+    )
+}
+
+/// A colour attachment never loaded: `single` itself, or with MSAA the multisampled view
+/// averaged into the resolve view. Only the resolved pixels are kept: the samples need not be
+/// written back to memory.
+fn resolving_attachment(
+    single: vk::ImageView,
+    multisampled: Option<(vk::ImageView, vk::ImageView)>,
+) -> vk::RenderingAttachmentInfo<'static> {
     let info = vk::RenderingAttachmentInfo::default()
         .image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL)
         .load_op(vk::AttachmentLoadOp::DONT_CARE);
-    match &targets.multisampled {
+    match multisampled {
         None => info
-            .image_view(targets.motion.view)
+            .image_view(single)
             .store_op(vk::AttachmentStoreOp::STORE),
-        Some(ms) => info
-            .image_view(ms.motion.view)
+        Some((samples, resolve)) => info
+            .image_view(samples)
             .store_op(vk::AttachmentStoreOp::DONT_CARE)
             .resolve_mode(vk::ResolveModeFlags::AVERAGE)
-            .resolve_image_view(targets.motion.view)
+            .resolve_image_view(resolve)
             .resolve_image_layout(vk::ImageLayout::COLOR_ATTACHMENT_OPTIMAL),
     }
 }
