@@ -4,7 +4,7 @@
 #   make run        run the game (ARGS="..." passes arguments through; ORT=gpu: with the GPU
 #                   build of ONNX Runtime, for the CUDA paths on an NVIDIA GPU)
 #   make headless   render 60 frames headless into out/headless
-#   make test       fmt check, clippy, cargo test (unit, GPU with validation, window under Xvfb),
+#   make test       fmt check, clippy, rustdoc links, cargo test (unit, GPU with validation, window under Xvfb),
 #                   then a no-op rebuild that must compile nothing
 #   make soak       10,000 headless frames switching pattern and model, validation required
 #                   (SOAK_ARGS="..." adds or overrides headless options; 2-3 min here)
@@ -50,8 +50,9 @@ headless: setup
 test: setup
 	@echo "==== [test 1/4] cargo fmt --check (t+$(elapsed)s)"
 	$(CARGO) fmt --all -- --check
-	@echo "==== [test 2/4] cargo clippy (t+$(elapsed)s)"
+	@echo "==== [test 2/4] cargo clippy, cargo doc (broken intra-doc links fail) (t+$(elapsed)s)"
 	$(CARGO) clippy --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --quiet
 	@echo "==== [test 3/4] cargo test: unit, GPU (lavapipe, validation required), window under Xvfb (t+$(elapsed)s)"
 	UPSCALE_VALIDATION=1 $(CARGO) test
 	@echo "==== [test 4/4] a rebuild with nothing changed compiles nothing (t+$(elapsed)s)"

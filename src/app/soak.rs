@@ -114,7 +114,7 @@ pub struct FrameTime {
     pub pattern: Pattern,
     /// Index into the run's model labels.
     pub model: usize,
-    /// Within [`SETTLE_FRAMES`] of a pattern or model switch.
+    /// Within `SETTLE_FRAMES` of a pattern or model switch.
     pub after_switch: bool,
 }
 

@@ -35,7 +35,7 @@ impl Camera {
     }
 
     /// Vulkan clip space: depth 0..1 and y pointing down, hence the flipped
-    /// [1][1] relative to glam's GL-style-y projection.
+    /// `[1][1]` relative to glam's GL-style-y projection.
     /// The flip mirrors screen-space winding, which is why pipelines must use
     /// `VK_FRONT_FACE_COUNTER_CLOCKWISE` for the CCW-outside meshes to cull right.
     pub fn proj(&self, aspect: f32) -> Mat4 {

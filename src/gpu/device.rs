@@ -145,7 +145,7 @@ impl TeardownWatch {
 /// failed (a session whose start-up stopped), where no [`TeardownWatch`] could be taken.
 static LAST_TEARDOWN: Mutex<Option<Teardown>> = Mutex::new(None);
 
-/// See [`LAST_TEARDOWN`]; None until a `Gpu` has been dropped.
+/// See `LAST_TEARDOWN`; None until a `Gpu` has been dropped.
 pub fn last_teardown() -> Option<Teardown> {
     *LAST_TEARDOWN.lock().unwrap_or_else(|e| e.into_inner())
 }

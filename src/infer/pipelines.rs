@@ -14,7 +14,7 @@ use crate::gpu::{Gpu, Pipeline};
 #[derive(Clone, Copy)]
 pub struct Shader {
     pub name: &'static str,
-    /// The fp32 and fp16 builds of the one source ([`op_shader!`]).
+    /// The fp32 and fp16 builds of the one source ([`op_shader!`](crate::op_shader)).
     pub spirv: [&'static [u8]; 2],
     pub buffers: usize,
     pub push_size: u32,

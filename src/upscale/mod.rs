@@ -45,6 +45,9 @@
 //! other slot's frame may still be in flight. A pattern switch hands the old upscaler to the
 //! current slot's deferred-destroy list, so it is destroyed only after that frame's fence.
 //! Patterns never wait for the whole device.
+//!
+//! [`barrier::SAMPLED`]: crate::gpu::barrier::SAMPLED
+//! [`barrier::UPSCALE_WRITE`]: crate::gpu::barrier::UPSCALE_WRITE
 
 pub mod bilinear;
 pub mod instream;

@@ -209,7 +209,7 @@ fn positive(attrs: &Attrs, name: &str, v: i64) -> Result<usize> {
     Ok(v as usize)
 }
 
-/// ONNX weights [M][C/g][kH][kW] → [g][oc block][ic][ky][kx][OC_BLOCK], zero-padding each
+/// ONNX weights `[M][C/g][kH][kW]` → `[g][oc block][ic][ky][kx][OC_BLOCK]`, zero-padding each
 /// group's output channels up to whole blocks.
 pub fn pack_weights(g: &Geometry, w: &[f32]) -> Vec<f32> {
     let (icg, ocg, blocks) = (g.ic_per_group(), g.oc_per_group(), g.oc_blocks());

@@ -175,7 +175,7 @@ pub fn tiling(
     }
 }
 
-/// ONNX weights [M][C][kH][kW] → [oc block][tap][input channel padded to `icp`][16], the taps
+/// ONNX weights `[M][C][kH][kW]` → `[oc block][tap][input channel padded to icp][16]`, the taps
 /// over kH × `kw_stage` (the width rounded up to the tiling's tap group), zeros in the padding: for a tap and a run of channels, a row-major K × 16 matrix (the coopmat
 /// path's B) and, per channel, four vec4s of 16 output channels (the packed path's loads).
 pub fn pack_weights(g: &Geometry, icp: usize, kw_stage: usize, w: &[f32]) -> Vec<f32> {

@@ -34,7 +34,7 @@ pub enum Layout {
     /// ONNX's own order: channel planes.
     #[default]
     Nchw,
-    /// Channel blocks of [`CHANNEL_BLOCK`], the channels innermost ([C/16][H][W][16], the
+    /// Channel blocks of [`CHANNEL_BLOCK`], the channels innermost (`[C/16][H][W][16]`, the
     /// last block padded): a pixel's channels are one vector load or store and a run of
     /// pixels' channels one strided matrix. Chosen for tensors that only FusedConvs write and
     /// read (`Op::channel_blocks`); graph inputs and outputs stay NCHW.
