@@ -38,8 +38,14 @@ layout(push_constant) uniform Push {
 const float SHARP = 2.0;
 const float SMOOTH = 2.0;
 // The most weight the history carries: the newest frame's share never falls below
-// confidence / (MAX_WEIGHT + confidence), about 0.1 for a sample at the pixel's centre.
-const float MAX_WEIGHT = 9.0;
+// confidence / (cap + confidence). A still pixel keeps up to STILL_WEIGHT (a share of at least
+// 1/7 for a sample at the pixel's centre); a pixel moving MOVING_PX output pixels a frame or
+// more keeps MOVING_WEIGHT (1/3): each reprojection resamples, and blurs, the history, so on
+// the scripted path a short history scores better (PSNR-Y 27.3 dB against 26.1 with 9 for
+// every pixel, 160x90 -> 320x180).
+const float STILL_WEIGHT = 6.0;
+const float MOVING_WEIGHT = 2.0;
+const float MOVING_PX = 0.25;
 // The weight of a frame that starts a history (its smooth reconstruction).
 const float START_WEIGHT = 1.0;
 // History whose depth is nearer than this fraction of the current depth was an occluder that
@@ -165,6 +171,8 @@ void main() {
     vec2 uv_prev = (p - motion) / vec2(in_size);
     bool on_screen = all(greaterThanEqual(uv_prev, vec2(0.0))) &&
                      all(lessThanEqual(uv_prev, vec2(1.0)));
+    float moving = clamp(length(motion / ratio) / MOVING_PX, 0.0, 1.0);
+    float cap = mix(STILL_WEIGHT, MOVING_WEIGHT, moving);
     float history_weight = 0.0;
     vec3 history = vec3(0.0);
     if (pc.reset == 0u && on_screen) {
@@ -176,7 +184,7 @@ void main() {
         if (!disoccluded) {
             // (c) Stale colour: clip toward this frame's neighbourhood box.
             history = clip_to_box(rgb_to_ycocg(max(h.rgb, vec3(0.0))), mean, lo, hi);
-            history_weight = clamp(h.a, 0.0, MAX_WEIGHT);
+            history_weight = clamp(h.a, 0.0, cap);
         }
     }
 
@@ -187,7 +195,7 @@ void main() {
     if (history_weight > 0.0) {
         float alpha = confidence / (history_weight + confidence);
         result = mix(history, sharp, alpha);
-        weight = min(history_weight + confidence, MAX_WEIGHT);
+        weight = min(history_weight + confidence, cap);
     } else {
         result = smooth_sum / smooth_w;
         weight = START_WEIGHT;

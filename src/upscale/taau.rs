@@ -19,10 +19,12 @@
 //!    occluder has moved away and the history is dropped. Then the history colour is clipped
 //!    toward this frame's 3×3 min/max box in YCoCg, which removes what no longer matches
 //!    (ghosts, lighting changes).
-//! 4. **Accumulate.** The history carries its accumulated weight (at most 9); the new sample's
-//!    share is `confidence / (weight + confidence)`: about 1/N for the N-th frame, never below
-//!    about 0.1 for a sample at the pixel's centre, and small for a sample far from it. Where
-//!    there is no history (reset, off-screen, disoccluded) the wide reconstruction replaces it.
+//! 4. **Accumulate.** The history carries its accumulated weight; the new sample's share is
+//!    `confidence / (weight + confidence)`: about 1/N for the N-th frame, and small for a
+//!    sample far from the pixel's centre. The weight is capped at 6 for a still pixel (a share
+//!    of at least 1/7 at the centre) and 2 for one moving a quarter output pixel a frame or more
+//!    (1/3), since every reprojection resamples, and softens, the history. Where there is no
+//!    history (reset, off-screen, disoccluded) the wide reconstruction replaces it.
 //! 5. **Sharpen.** RCAS (FSR 1's contrast-adaptive sharpening) of the new history into the
 //!    output image; the history stays unsharpened so sharpening never accumulates.
 //!
