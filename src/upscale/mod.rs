@@ -25,8 +25,8 @@
 //! it, and the shared-memory pattern's memory domains implement it too (the pattern passes its
 //! domain's split on).
 //!
-//! - [`Schedule::Single`] (bilinear, in-stream compute): `record` puts all GPU work into the
-//!   frame's single command buffer.
+//! - [`Schedule::Single`] (bilinear, in-stream compute, taau): `record` puts all GPU work into
+//!   the frame's single command buffer.
 //! - [`Schedule::HostStep`] (CPU roundtrip): the loop submits command buffer A (scene + `record`)
 //!   signalling the frame's timeline value `n`, waits for `n` on the host, calls
 //!   [`FrameSplit::run_host`], then records command buffer B starting with
