@@ -8,6 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use glam::Vec2;
 use upscale_demo::app::config::Config;
 use upscale_demo::app::frames::FrameSource;
 use upscale_demo::app::headless::Runner;
@@ -181,8 +182,8 @@ fn a_still_camera_converges_toward_native_and_passes_the_spatial_model() {
 }
 
 /// 2,000 frames at 64x36 -> 128x72 switching between taau and bilinear every 30 frames: each
-/// switch resets the history, and validation (with synchronization validation) reports nothing,
-/// during the run or at teardown.
+/// switch resets the history, the frames are jittered exactly while taau runs, and validation
+/// (with synchronization validation) reports nothing.
 #[test]
 fn two_thousand_frames_switching_taau_and_a_spatial_pattern() {
     let text = "[render]\noutput_width = 128\noutput_height = 72\nscale = 2\n";
@@ -201,6 +202,13 @@ fn two_thousand_frames_switching_taau_and_a_spatial_pattern() {
         }
         r.frame(n, false).unwrap();
         assert_eq!(r.session.renderer.last_frame_reset(), switch || n == 0);
+        // render.jitter = auto: jittered exactly while taau runs.
+        let jittered = r.session.renderer.scene_targets().jitter() != Vec2::ZERO;
+        assert_eq!(
+            jittered,
+            r.session.renderer.pattern() == Pattern::Taau,
+            "{n}"
+        );
     }
     println!("2000 frames in {:.1} s", started.elapsed().as_secs_f64());
     assert_eq!(r.session.switches.patterns, 66);
