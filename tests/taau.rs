@@ -111,6 +111,17 @@ fn the_first_frames_after_every_reset_equal_a_fresh_starts() {
                 n + 2
             }),
         ),
+        (
+            "window resize",
+            Box::new(|r, n| {
+                let extent = ash::vk::Extent2D {
+                    width: 800,
+                    height: 500,
+                };
+                r.session.recreate_swapchain(extent).unwrap();
+                n
+            }),
+        ),
         // The scripted path jumps ahead 40 frames: the renderer notices the cut itself.
         ("camera cut", Box::new(|_, n| n + 40)),
     ];
