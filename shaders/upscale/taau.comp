@@ -116,8 +116,12 @@ void main() {
     // output pixel. Clamped reads repeat the border.
     vec2 group_origin = vec2(gl_WorkGroupID.xy * gl_WorkGroupSize.xy);
     ivec2 base = ivec2(floor((group_origin + 0.5) * ratio + pc.jitter)) - 1;
-    for (uint i = gl_LocalInvocationIndex; i < TILE * TILE; i += 256) {
-        ivec2 t = ivec2(i % TILE, i / TILE);
+    // Only the part this ratio needs (12x12 at x2): the nearest render pixels span at most
+    // ceil(15 * ratio) + 1, plus the 3x3's border, plus one for rounding.
+    ivec2 tile = min(ivec2(ceil(15.0 * ratio)) + 4, ivec2(TILE));
+    uint count = uint(tile.x * tile.y);
+    for (uint i = gl_LocalInvocationIndex; i < count; i += 256) {
+        ivec2 t = ivec2(int(i) % tile.x, int(i) / tile.x);
         ivec2 k = clamp(base + t, ivec2(0), in_size - 1);
         s_color[t.y][t.x] = rgb_to_ycocg(texelFetch(color_in, k, 0).rgb);
         s_depth[t.y][t.x] = texelFetch(depth_in, k, 0).r;
