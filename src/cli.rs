@@ -69,7 +69,7 @@ pub(crate) struct HeadlessCli {
     /// Cycle through the available patterns every N frames (default 30 with --soak).
     #[arg(long)]
     pub(crate) switch_every: Option<u64>,
-    /// Turn the compare view on; its right side: native, bilinear or in-stream.
+    /// Turn the compare view on; its right side: native, bilinear, in-stream or taau.
     #[arg(long, value_parser = parse_compare_side)]
     pub(crate) compare: Option<CompareSide>,
     /// The compare view's divider, 0..1 from the left.

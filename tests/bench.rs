@@ -114,9 +114,9 @@ fn bench_writes_all_reports_with_plausible_figures() {
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     check_header(&json);
     let runs = json["runs"].as_array().unwrap();
-    // 64x36: bilinear + 2 models × 3 ML patterns, in-stream in fp32 and fp16 (lavapipe has
-    // both); 48x27: bilinear only.
-    assert_eq!(runs.len(), 10, "runs: {runs:#?}");
+    // 64x36: bilinear, taau + 2 models × 3 ML patterns, in-stream in fp32 and fp16 (lavapipe
+    // has both); 48x27: bilinear and taau only.
+    assert_eq!(runs.len(), 12, "runs: {runs:#?}");
     let unavailable = json["unavailable"].as_array().unwrap();
     assert_eq!(unavailable.len(), 8, "{unavailable:#?}");
     for u in unavailable {
@@ -307,7 +307,7 @@ fn check_markdown(md: &str, runs: &[Value]) {
 
 fn check_csv(csv: &str) {
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 1 + 10 + 8, "{csv}");
+    assert_eq!(lines.len(), 1 + 12 + 8, "{csv}");
     let head: Vec<&str> = lines[0].split(',').collect();
     for col in [
         "pattern",
@@ -323,7 +323,7 @@ fn check_csv(csv: &str) {
     ] {
         assert!(head.contains(&col), "report.csv lacks column {col}");
     }
-    assert_eq!(lines.iter().filter(|l| l.contains(",ok,")).count(), 10);
+    assert_eq!(lines.iter().filter(|l| l.contains(",ok,")).count(), 12);
     assert_eq!(
         lines.iter().filter(|l| l.contains(",unavailable,")).count(),
         8

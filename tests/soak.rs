@@ -34,7 +34,13 @@ fn a_short_soak_is_validation_clean_and_does_not_grow() {
     assert_eq!(r.validation_enabled, common::expect_validation());
     assert_eq!(r.validation_errors, 0, "see the log for the messages");
     assert!(r.failures.is_empty(), "{:?}", r.failures);
-    for p in ["bilinear", "cpu-roundtrip", "shared-memory", "in-stream"] {
+    for p in [
+        "bilinear",
+        "cpu-roundtrip",
+        "shared-memory",
+        "in-stream",
+        "taau",
+    ] {
         assert!(
             summary.patterns_used.iter().any(|u| u == p),
             "{p} never ran"
@@ -48,11 +54,12 @@ fn a_short_soak_is_validation_clean_and_does_not_grow() {
 
     // One sample per 120-frame model cycle, each at the end of a bilinear block on tiny_x2.
     let frames: Vec<u64> = r.memory.iter().map(|m| m.frame).collect();
-    assert_eq!(frames, [9, 129, 249]);
+    // Five patterns in turn: bilinear's blocks end at 9, 59, 109, 159, ...
+    assert_eq!(frames, [9, 159, 259]);
     let (start, end) = (r.start.unwrap(), r.end.unwrap());
     assert_eq!(
         (start.frame, end.frame),
-        (129, 249),
+        (159, 259),
         "the first cycle is warm-up"
     );
     assert!(start.rss_bytes > 50 << 20, "RSS {}", start.rss_bytes);

@@ -198,7 +198,7 @@ fn windowed_game_toggles_resizes_and_stays_validation_clean() {
         sleep(Duration::from_millis(700));
     }
     // 20 pattern switches as fast as a hand can: several arrive between two frames. 1 + 20 P
-    // presses over 4 patterns end on cpu-roundtrip, where the model switches rebuild the upscaler.
+    // presses over 5 patterns end on cpu-roundtrip, where the model switches rebuild the upscaler.
     let storm: Vec<&str> = ["--delay", "40"].into_iter().chain(["p"; 20]).collect();
     xdotool(&display, &[&["key"][..], &storm].concat());
     sleep(Duration::from_millis(1500));

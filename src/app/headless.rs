@@ -278,6 +278,14 @@ impl Runner {
         render_scripted(&mut self.session, &self.egui_ctx, &self.target, n, capture)
     }
 
+    /// Waits for the frames in flight and returns the composited frame (overlay excluded) of
+    /// the last frame rendered with `capture` set, RGBA8 at output size.
+    pub fn captured(&mut self) -> anyhow::Result<image::RgbaImage> {
+        let s = &mut self.session;
+        s.renderer.wait_all(&s.gpu)?;
+        self.target.output_image(&s.gpu)
+    }
+
     /// Waits for the frames in flight and writes `last.png` and `input.png` into `out` (the
     /// frame rendered with `capture` set).
     pub fn save_pngs(&mut self, out: &Path) -> anyhow::Result<()> {

@@ -400,7 +400,11 @@ impl Session {
     }
 
     /// Recreates the swapchain for a new window size (not per frame: on resize or out-of-date).
+    /// The upscalers' history starts over: the output keeps its size (the composite letterboxes
+    /// it), but a resize is one of the changes after which a temporal upscaler is expected to
+    /// start clean, and the frames around it are skipped or delayed.
     pub fn recreate_swapchain(&mut self, extent: vk::Extent2D) -> anyhow::Result<()> {
+        self.renderer.reset_history();
         self.renderer.wait_all(&self.gpu)?;
         // Frame fences do not cover the presents queued after them: the old swapchain's
         // present-ready semaphores may still be waited on by the presentation engine. Resizes

@@ -40,10 +40,11 @@ pub enum CompareSide {
 
 impl CompareSide {
     /// Every choice, in the order the UI lists them.
-    pub const ALL: [CompareSide; 3] = [
+    pub const ALL: [CompareSide; 4] = [
         CompareSide::Pattern(Pattern::Bilinear),
         CompareSide::Native,
         CompareSide::Pattern(Pattern::InStream),
+        CompareSide::Pattern(Pattern::Taau),
     ];
 
     pub fn name(self) -> &'static str {

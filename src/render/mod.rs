@@ -28,7 +28,7 @@ use crate::gpu::{self, Destroy as _, Gpu, Image, ImageDesc};
 use crate::upscale::{self, HostTimes, MlSettings, Pattern, Upscaler};
 use compare::{Compare, ComparePsnr, CompareSide};
 use composite::CompositePass;
-use history::HistoryReset;
+use history::{CutWatch, HistoryReset};
 use scene::{ScenePass, SceneTargets};
 use stats::{FrameRecord, Stats};
 use temporal::TemporalInputs;
@@ -103,6 +103,8 @@ pub struct Renderer {
     history: HistoryReset,
     /// The frame being recorded starts it over (`FrameInputs::reset`, taken from `history`).
     frame_reset: bool,
+    /// Notices camera cuts between recorded frames.
+    cuts: CutWatch,
 }
 
 /// The image sizes of the pipeline.
@@ -229,6 +231,7 @@ impl Renderer {
             open_span: None,
             history: HistoryReset::new(),
             frame_reset: false,
+            cuts: CutWatch::default(),
         })
     }
 
@@ -368,9 +371,10 @@ impl Renderer {
     }
 
     /// The picture jumps (the game restarted): the next frame starts the upscalers' history
-    /// over. Pattern, model, precision and compare-view switches do this themselves; the render
-    /// and output sizes are fixed for a renderer's life, so a new size is a new renderer, whose
-    /// first frame starts over.
+    /// over. Pattern, model, precision and compare-view switches do this themselves, and so
+    /// does a camera cut, noticed when a frame is recorded; the render and output sizes are
+    /// fixed for a renderer's life, so a new size is a new renderer, whose first frame starts
+    /// over.
     pub fn reset_history(&mut self) {
         self.history.request();
         self.reset_temporal();
@@ -406,6 +410,10 @@ impl Renderer {
         };
         let ui = ui.as_deref();
         // Taken only once the frame is sure to be recorded: a skipped frame passes it on.
+        if self.cuts.cut(world.camera.pos, world.time) {
+            tracing::debug!("camera cut at frame {}: history reset", self.frame_number);
+            self.reset_history();
+        }
         self.frame_reset = self.history.take();
         let mut host = HostTimes::new();
         self.prepare_temporal();

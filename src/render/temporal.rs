@@ -4,6 +4,7 @@
 
 use glam::Vec2;
 
+use super::compare::CompareSide;
 use super::composite::DebugView;
 use super::scene::SceneTargets;
 use super::{Renderer, Sizes};
@@ -41,8 +42,10 @@ impl TemporalInputs {
     /// Before the scene pass: the jitter and mip bias of this frame's upscaler input. Jittered
     /// frames always sample textures with the bias log2(render / output), so the detail the
     /// upscaler accumulates is the output's.
-    pub fn prepare(&mut self, targets: &mut SceneTargets, pattern: Pattern) {
-        let on = self.mode.active(pattern.caps().temporal);
+    /// `temporal`: an upscaler of this frame (the pattern, or the compare view's right side)
+    /// keeps history.
+    pub fn prepare(&mut self, targets: &mut SceneTargets, pattern: Pattern, temporal: bool) {
+        let on = self.mode.active(temporal);
         if self.pattern.replace(pattern) != Some(pattern) {
             self.sequence.reset();
         }
@@ -76,10 +79,21 @@ impl Renderer {
         self.targets.reset_history();
     }
 
-    /// Sets this frame's jitter and mip bias on the scene targets.
+    /// Sets this frame's jitter and mip bias on the scene targets: jittered while the pattern
+    /// or the compare view's right side is temporal (`render.jitter = "auto"`), and from the
+    /// sequence's start on a frame that resets the history, so that frame is drawn as a fresh
+    /// start's first frame is.
     pub(super) fn prepare_temporal(&mut self) {
         let pattern = self.upscaler.pattern();
-        self.temporal.prepare(&mut self.targets, pattern);
+        let right_temporal = matches!(
+            self.compare_side(),
+            Some(CompareSide::Pattern(p)) if p.caps().temporal
+        );
+        if self.frame_reset {
+            self.temporal.sequence.reset();
+        }
+        let temporal = pattern.caps().temporal || right_temporal;
+        self.temporal.prepare(&mut self.targets, pattern, temporal);
     }
 }
 

@@ -25,8 +25,8 @@
 //! it, and the shared-memory pattern's memory domains implement it too (the pattern passes its
 //! domain's split on).
 //!
-//! - [`Schedule::Single`] (bilinear, in-stream compute): `record` puts all GPU work into the
-//!   frame's single command buffer.
+//! - [`Schedule::Single`] (bilinear, in-stream compute, taau): `record` puts all GPU work into
+//!   the frame's single command buffer.
 //! - [`Schedule::HostStep`] (CPU roundtrip): the loop submits command buffer A (scene + `record`)
 //!   signalling the frame's timeline value `n`, waits for `n` on the host, calls
 //!   [`FrameSplit::run_host`], then records command buffer B starting with
@@ -54,6 +54,7 @@ pub mod instream;
 pub mod model;
 pub mod roundtrip;
 pub mod shared;
+pub mod taau;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -71,14 +72,16 @@ pub enum Pattern {
     CpuRoundtrip,
     SharedMemory,
     InStream,
+    Taau,
 }
 
 impl Pattern {
-    pub const ALL: [Pattern; 4] = [
+    pub const ALL: [Pattern; 5] = [
         Pattern::Bilinear,
         Pattern::CpuRoundtrip,
         Pattern::SharedMemory,
         Pattern::InStream,
+        Pattern::Taau,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +90,7 @@ impl Pattern {
             Pattern::CpuRoundtrip => "cpu-roundtrip",
             Pattern::SharedMemory => "shared-memory",
             Pattern::InStream => "in-stream",
+            Pattern::Taau => "taau",
         }
     }
 
@@ -129,6 +133,10 @@ impl Pattern {
                 precisions: true,
                 ..NONE
             },
+            Pattern::Taau => Caps {
+                temporal: true,
+                ..NONE
+            },
         }
     }
 }
@@ -151,7 +159,8 @@ pub struct Caps {
     /// Has the in-stream engine's storage precision choice (`upscale.precision`: fp32, fp16).
     pub precisions: bool,
     /// Keeps history across frames: reads [`FrameInputs::reset`] (and, where given, depth,
-    /// motion and jitter). None does yet.
+    /// motion and jitter). The renderer jitters its frames while such a pattern runs
+    /// (`render.jitter = "auto"`).
     pub temporal: bool,
 }
 
@@ -194,7 +203,8 @@ pub struct FrameInputs<'a> {
     /// The sub-pixel offset of this frame's projection, in render pixels ([0, 0] unjittered).
     pub jitter: [f32; 2],
     /// History from earlier frames no longer applies (first frame, pattern, model or precision
-    /// switch, compare view toggled, restart): a temporal pattern starts over.
+    /// switch, compare view toggled, restart, camera cut): a temporal pattern starts over. The
+    /// renderer also starts the jitter sequence over on such a frame.
     pub reset: bool,
 }
 
@@ -373,6 +383,7 @@ fn create_pattern(
             Ok(Box::new(shared::SharedMemory::new(gpu, ml, input, output)?))
         }
         Pattern::InStream => Ok(Box::new(instream::InStream::new(gpu, ml, input, output)?)),
+        Pattern::Taau => Ok(Box::new(taau::Taau::new(gpu, input, output)?)),
     }
 }
 
@@ -462,8 +473,10 @@ mod tests {
             );
             // Running ONNX Runtime is work outside the frame's command buffer.
             assert_eq!(caps.onnx_runtime, caps.host_step, "{p}");
-            assert!(!caps.temporal, "{p}: no pattern keeps history yet");
+            // History at output resolution is the pattern's own GPU work: no host step.
+            assert!(!caps.temporal || !caps.host_step, "{p}");
         }
+        assert!(Pattern::Taau.caps().temporal && !Pattern::Taau.caps().needs_model);
         // The baseline needs nothing, so it is always there to fall back on.
         assert!(!Pattern::Bilinear.caps().needs_model);
         for domain in Pattern::SharedMemory.caps().domains {

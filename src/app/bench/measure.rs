@@ -3,8 +3,10 @@
 //! Every run renders the same frames of the scripted camera path (0..warm-up, then the measured
 //! ones), so patterns see identical scenes. The PSNR frames are rendered again after the
 //! measured window, each captured and waited for: the capture copies and the waits never touch
-//! the timed frames. The upscalers keep no state between frames, so a frame rendered again gives
-//! the same image it gave inside the window.
+//! the timed frames. A spatial upscaler keeps no state between frames, so a frame rendered again
+//! gives the same image it gave inside the window. A temporal one does: the jump back to a PSNR
+//! frame is a camera cut that resets its history, so it first renders the
+//! [`TEMPORAL_RUN_UP`] frames before it, and is measured with a history as warm as in the run.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -17,6 +19,10 @@ use crate::app::session::Session;
 use crate::infer::Precision;
 use crate::render::stats::{self, Stats};
 use crate::upscale::Pattern;
+
+/// Frames a temporal pattern renders before each PSNR frame to fill its history again (half a
+/// jitter period at x2).
+pub const TEMPORAL_RUN_UP: u64 = 16;
 
 /// What one run renders.
 pub struct Plan<'a> {
@@ -84,9 +90,16 @@ pub fn run(
         progress.frame_done(&format!("{label} · frame {}/{}", i + 1, plan.frames));
     }
     s.renderer.wait_all(&s.gpu)?;
+    let run_up = match key.pattern.caps().temporal {
+        true => TEMPORAL_RUN_UP,
+        false => 0,
+    };
     let mut report = collect(s, key, plan)?;
     let mut scores = Vec::with_capacity(plan.native.len());
     for (i, (frame, native)) in plan.native.iter().enumerate() {
+        for n in frame.saturating_sub(run_up)..*frame {
+            render_scripted(s, egui_ctx, target, n, false)?;
+        }
         render_scripted(s, egui_ctx, target, *frame, true)?;
         s.renderer.wait_all(&s.gpu)?;
         let upscaled = target.output_image(&s.gpu)?;
