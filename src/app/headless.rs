@@ -177,6 +177,14 @@ pub fn render_scripted(
     Ok(())
 }
 
+/// Renders `s.world` as it stands (camera and clock set by the caller), without the overlay,
+/// and captures the composited frame for [`OffscreenTarget::output_image`].
+pub fn render_captured(s: &mut Session, target: &OffscreenTarget) -> anyhow::Result<()> {
+    let mut acquire = |_sem| Ok(Some(target.target(true)));
+    s.renderer.render(&s.gpu, &s.world, None, &mut acquire)?;
+    Ok(())
+}
+
 pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
     anyhow::ensure!(args.frames > 0, "--frames must be at least 1");
     anyhow::ensure!(
