@@ -3,8 +3,11 @@
 //! Every run renders the same frames of the scripted camera path (0..warm-up, then the measured
 //! ones), so patterns see identical scenes. The PSNR frames are rendered again after the
 //! measured window, each captured and waited for: the capture copies and the waits never touch
-//! the timed frames. The upscalers keep no state between frames, so a frame rendered again gives
-//! the same image it gave inside the window.
+//! the timed frames. Each PSNR frame f is rendered right after frame f − 1, which is captured
+//! too, for its tPSNR-Y (f against f − 1, the cheapest pair that measures flicker). A spatial
+//! upscaler keeps no state between frames, so a frame rendered again gives the image it gave
+//! inside the window; a temporal one starts from a history reset [`TEMPORAL_LEAD`] frames before
+//! f − 1, as `quality --sequence` counts its warm-up, so its history is that long, not stale.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -13,17 +16,31 @@ use super::progress::Progress;
 use super::report::{FramePsnr, NamedStage, PsnrReport, Resolution, RunReport};
 use crate::app::headless::{render_scripted, OffscreenTarget};
 use crate::app::quality::metrics;
+use crate::app::quality::sequence::WARMUP;
 use crate::app::session::Session;
 use crate::infer::Precision;
 use crate::render::stats::{self, Stats};
 use crate::upscale::Pattern;
 
+/// Frames a temporal pattern renders from a history reset before a PSNR frame's predecessor.
+pub const TEMPORAL_LEAD: u64 = WARMUP;
+
 /// What one run renders.
 pub struct Plan<'a> {
     pub warmup: u64,
     pub frames: u64,
-    /// The native reference of each PSNR frame, by scripted-path frame number.
-    pub native: &'a [(u64, image::RgbaImage)],
+    /// The native reference of each PSNR frame f, by scripted-path frame number: of f − 1 and f.
+    pub native: &'a [(u64, [image::RgbaImage; 2])],
+}
+
+/// Frames rendered after the measured window for the PSNR frames of `pattern`'s run.
+pub fn psnr_render_frames(pattern: Pattern, psnr_frames: u64) -> u64 {
+    let lead = if pattern.caps().temporal {
+        TEMPORAL_LEAD
+    } else {
+        0
+    };
+    psnr_frames * (2 + lead)
 }
 
 /// Names a run in the report.
@@ -84,18 +101,43 @@ pub fn run(
         progress.frame_done(&format!("{label} · frame {}/{}", i + 1, plan.frames));
     }
     s.renderer.wait_all(&s.gpu)?;
+    let temporal = key.pattern.caps().temporal;
     let mut report = collect(s, key, plan)?;
     let mut scores = Vec::with_capacity(plan.native.len());
-    for (i, (frame, native)) in plan.native.iter().enumerate() {
-        render_scripted(s, egui_ctx, target, *frame, true)?;
-        s.renderer.wait_all(&s.gpu)?;
-        let upscaled = target.output_image(&s.gpu)?;
+    for (i, (frame, [native_prev, native])) in plan.native.iter().enumerate() {
+        let frame = *frame;
+        let mut done = |what: &str| {
+            progress.frame_done(&format!(
+                "{label} · PSNR {}/{} {what}",
+                i + 1,
+                plan.native.len()
+            ));
+        };
+        if temporal {
+            s.renderer.reset_history();
+            for n in frame.saturating_sub(1 + TEMPORAL_LEAD)..frame.saturating_sub(1) {
+                render_scripted(s, egui_ctx, target, n, false)?;
+                done("history");
+            }
+        }
+        let mut captured = Vec::with_capacity(2);
+        for n in [frame.saturating_sub(1), frame] {
+            render_scripted(s, egui_ctx, target, n, true)?;
+            s.renderer.wait_all(&s.gpu)?;
+            captured.push(target.output_image(&s.gpu)?);
+            done("");
+        }
+        let (prev, upscaled) = (&captured[0], &captured[1]);
+        let luma = metrics::luma;
         scores.push(FramePsnr {
-            frame: *frame,
-            psnr_y: metrics::psnr_y(&upscaled, native),
-            psnr_rgb: metrics::psnr_rgb(&upscaled, native),
+            frame,
+            psnr_y: metrics::psnr_y(upscaled, native),
+            psnr_rgb: metrics::psnr_rgb(upscaled, native),
+            tpsnr_y: metrics::tpsnr_y(
+                [&luma(prev), &luma(upscaled)],
+                [&luma(native_prev), &luma(native)],
+            ),
         });
-        progress.frame_done(&format!("{label} · PSNR {}/{}", i + 1, plan.native.len()));
     }
     report.psnr = psnr_report(scores);
     report.elapsed_s = started.elapsed().as_secs_f64();
@@ -126,6 +168,7 @@ fn psnr_report(frames: Vec<FramePsnr>) -> Option<PsnrReport> {
     Some(PsnrReport {
         psnr_y: frames.iter().map(|f| f.psnr_y).sum::<f64>() / n,
         psnr_rgb: frames.iter().map(|f| f.psnr_rgb).sum::<f64>() / n,
+        tpsnr_y: frames.iter().map(|f| f.tpsnr_y).sum::<f64>() / n,
         frames,
     })
 }
