@@ -76,6 +76,10 @@ pub(crate) struct HeadlessCli {
     /// The compare view's divider, 0..1 from the left.
     #[arg(long)]
     pub(crate) divider: Option<f32>,
+    /// The compare view's right side shows the current output's error against native as a
+    /// false-colour heatmap (|luma difference| x 8).
+    #[arg(long, requires = "compare")]
+    pub(crate) heatmap: bool,
     /// Output size WxH instead of the config's (render size = output / render.scale).
     #[arg(long, value_parser = parse_size)]
     pub(crate) output_size: Option<(u32, u32)>,

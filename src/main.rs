@@ -245,6 +245,7 @@ fn run_headless_command(mut config: Config, h: HeadlessCli) -> anyhow::Result<()
             switch_every: h.switch_every,
             compare: h.compare,
             divider: h.divider,
+            heatmap: h.heatmap,
         },
     )
 }
@@ -269,6 +270,7 @@ fn run_window(
                 switch_every: None,
                 compare: None,
                 divider: None,
+                heatmap: false,
             },
         );
     }
