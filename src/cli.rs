@@ -177,7 +177,7 @@ pub(crate) struct QualityCli {
     /// The model to score (with --sequence: only this model; default there: models/*.onnx).
     #[arg(long, required_unless_present = "sequence")]
     pub(crate) model: Option<PathBuf>,
-    #[arg(long, value_parser = parse_pattern, default_value = "cpu-roundtrip")]
+    #[arg(long, value_parser = parse_pattern, default_value = "cpu-roundtrip", conflicts_with = "sequence")]
     pub(crate) pattern: Pattern,
     /// Held-out views [default: 16]; with --sequence: frames per sequence [default: 64].
     #[arg(long)]
@@ -190,8 +190,9 @@ pub(crate) struct QualityCli {
     /// Write quality.json here.
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
-    /// The in-stream engine's storage precision (--pattern in-stream).
-    #[arg(long, value_parser = parse_precision, default_value = "fp32")]
+    /// The in-stream engine's storage precision (--pattern in-stream; with --sequence the
+    /// config's `upscale.precision` is used).
+    #[arg(long, value_parser = parse_precision, default_value = "fp32", conflicts_with = "sequence")]
     pub(crate) precision: Precision,
     /// Measure every pattern (x model) in motion on held-out camera sequences, through the
     /// game's renderer: PSNR-Y, SSIM-Y and tPSNR-Y per frame.
