@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use upscale_demo::app::dataset::DatasetArgs;
+use upscale_demo::app::quality::sequence::SequenceArgs;
 use upscale_demo::app::quality::QualityArgs;
 use upscale_demo::app::run_model::{RunEngine, RunModelArgs};
 use upscale_demo::infer::Precision;
@@ -75,6 +76,10 @@ pub(crate) struct HeadlessCli {
     /// The compare view's divider, 0..1 from the left.
     #[arg(long)]
     pub(crate) divider: Option<f32>,
+    /// The compare view's right side shows the current output's error against native as a
+    /// false-colour heatmap (|luma difference| x 8).
+    #[arg(long, requires = "compare")]
+    pub(crate) heatmap: bool,
     /// Output size WxH instead of the config's (render size = output / render.scale).
     #[arg(long, value_parser = parse_size)]
     pub(crate) output_size: Option<(u32, u32)>,
@@ -169,12 +174,14 @@ pub(crate) struct DatasetCli {
 
 #[derive(Args)]
 pub(crate) struct QualityCli {
-    #[arg(long)]
-    pub(crate) model: PathBuf,
-    #[arg(long, value_parser = parse_pattern, default_value = "cpu-roundtrip")]
+    /// The model to score (with --sequence: only this model; default there: models/*.onnx).
+    #[arg(long, required_unless_present = "sequence")]
+    pub(crate) model: Option<PathBuf>,
+    #[arg(long, value_parser = parse_pattern, default_value = "cpu-roundtrip", conflicts_with = "sequence")]
     pub(crate) pattern: Pattern,
-    #[arg(long, default_value_t = 16)]
-    pub(crate) frames: u64,
+    /// Held-out views [default: 16]; with --sequence: frames per sequence [default: 64].
+    #[arg(long)]
+    pub(crate) frames: Option<u64>,
     /// Seed of the held-out pose stream (the dataset's --seed).
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
@@ -183,9 +190,65 @@ pub(crate) struct QualityCli {
     /// Write quality.json here.
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
-    /// The in-stream engine's storage precision (--pattern in-stream).
-    #[arg(long, value_parser = parse_precision, default_value = "fp32")]
+    /// The in-stream engine's storage precision (--pattern in-stream; with --sequence the
+    /// config's `upscale.precision` is used).
+    #[arg(long, value_parser = parse_precision, default_value = "fp32", conflicts_with = "sequence")]
     pub(crate) precision: Precision,
+    /// Measure every pattern (x model) in motion on held-out camera sequences, through the
+    /// game's renderer: PSNR-Y, SSIM-Y and tPSNR-Y per frame.
+    #[arg(long)]
+    pub(crate) sequence: bool,
+    /// With --sequence: how many sequences (the scripted path, then walks).
+    #[arg(long, default_value_t = 8, requires = "sequence")]
+    pub(crate) sequences: u64,
+    /// With --sequence: the first frames of each sequence reported apart.
+    #[arg(long, default_value_t = 8, requires = "sequence")]
+    pub(crate) warmup: u64,
+    /// With --sequence: comma-separated patterns (default: all; unavailable ones are listed).
+    #[arg(long, value_delimiter = ',', value_parser = parse_pattern, requires = "sequence")]
+    pub(crate) patterns: Option<Vec<Pattern>>,
+    /// With --sequence: no progress bar.
+    #[arg(long, requires = "sequence")]
+    pub(crate) no_progress: bool,
+}
+
+/// What `quality` was asked to do.
+pub(crate) enum QualityCommand {
+    Still(QualityArgs),
+    Sequence(SequenceArgs),
+}
+
+impl QualityCli {
+    pub(crate) fn command(self) -> anyhow::Result<QualityCommand> {
+        if !self.sequence {
+            return Ok(QualityCommand::Still(QualityArgs {
+                model: self
+                    .model
+                    .expect("clap requires --model without --sequence"),
+                pattern: self.pattern,
+                frames: self.frames.unwrap_or(16),
+                seed: self.seed,
+                supersample: self.supersample,
+                out: self.out,
+                precision: self.precision,
+            }));
+        }
+        let mut args = SequenceArgs::new()?;
+        if let Some(m) = self.model {
+            args.models = vec![m];
+        }
+        if let Some(p) = self.patterns {
+            args.patterns = p;
+        }
+        args.frames = self.frames.unwrap_or(args.frames);
+        args.sequences = self.sequences;
+        args.warmup = self.warmup;
+        args.seed = self.seed;
+        args.supersample = self.supersample;
+        args.out = self.out;
+        args.progress = !self.no_progress;
+        Ok(QualityCommand::Sequence(args))
+    }
 }
 
 #[derive(Args)]
@@ -224,20 +287,6 @@ impl From<DatasetCli> for DatasetArgs {
             count: c.count,
             seed: c.seed,
             supersample: c.supersample,
-        }
-    }
-}
-
-impl From<QualityCli> for QualityArgs {
-    fn from(c: QualityCli) -> Self {
-        QualityArgs {
-            model: c.model,
-            pattern: c.pattern,
-            frames: c.frames,
-            seed: c.seed,
-            supersample: c.supersample,
-            out: c.out,
-            precision: c.precision,
         }
     }
 }
@@ -291,7 +340,9 @@ mod tests {
         let Some(Command::Quality(q)) = cli.command else {
             panic!("not parsed as quality");
         };
-        let args = QualityArgs::from(q);
+        let Ok(QualityCommand::Still(args)) = q.command() else {
+            panic!("not a still-frame quality run");
+        };
         assert_eq!(args.model, PathBuf::from("m.onnx"));
         assert_eq!(args.pattern, Pattern::InStream);
         assert_eq!((args.frames, args.seed, args.supersample), (4, 1, 3));

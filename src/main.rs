@@ -9,6 +9,7 @@ use upscale_demo::app::bench::{self, BenchArgs};
 use upscale_demo::app::config::Config;
 use upscale_demo::app::dataset::{self, DatasetArgs};
 use upscale_demo::app::headless::{self, HeadlessArgs};
+use upscale_demo::app::quality::sequence::SequenceArgs;
 use upscale_demo::app::quality::{self, QualityArgs};
 use upscale_demo::app::run_model;
 use upscale_demo::app::soak::{self, SoakArgs};
@@ -18,7 +19,7 @@ use upscale_demo::game::textures;
 use upscale_demo::gpu::Validation;
 use upscale_demo::render::stats::stage_rank;
 
-use cli::{BenchCli, Cli, Command, HeadlessCli};
+use cli::{BenchCli, Cli, Command, HeadlessCli, QualityCommand};
 
 fn main() {
     tracing_subscriber::fmt()
@@ -71,7 +72,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Dataset(d)) => run_dataset(&config, &d.into()),
-        Some(Command::Quality(q)) => run_quality(&config, &q.into()),
+        Some(Command::Quality(q)) => match q.command()? {
+            QualityCommand::Still(args) => run_quality(&config, &args),
+            QualityCommand::Sequence(args) => run_quality_sequence(&config, &args),
+        },
         Some(Command::Headless(h)) => run_headless_command(config, h),
         None => run_window(config, cli.exit_after_frames, cli.summary),
     }
@@ -83,6 +87,20 @@ fn run_quality(config: &Config, args: &QualityArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.out {
         println!("wrote {}", dir.join("quality.json").display());
     }
+    Ok(())
+}
+
+fn run_quality_sequence(config: &Config, args: &SequenceArgs) -> anyhow::Result<()> {
+    let report = quality::sequence::run(config, args)?;
+    println!("{}", quality::sequence::table(&report));
+    if let Some(dir) = &args.out {
+        println!("wrote {}", dir.join("quality.json").display());
+    }
+    anyhow::ensure!(
+        report.validation_errors == 0 || Validation::from_env() != Validation::Required,
+        "{} validation errors (see the log)",
+        report.validation_errors
+    );
     Ok(())
 }
 
@@ -227,6 +245,7 @@ fn run_headless_command(mut config: Config, h: HeadlessCli) -> anyhow::Result<()
             switch_every: h.switch_every,
             compare: h.compare,
             divider: h.divider,
+            heatmap: h.heatmap,
         },
     )
 }
@@ -251,6 +270,7 @@ fn run_window(
                 switch_every: None,
                 compare: None,
                 divider: None,
+                heatmap: false,
             },
         );
     }

@@ -5,6 +5,13 @@
 //! comparable). SSIM is Wang et al. 2004 as in their reference code: an 11×11 Gaussian window
 //! with σ = 1.5, K1 = 0.01, K2 = 0.03, averaged over the positions where the window fits inside
 //! the image (no padding). RGB SSIM is the mean of the three channels' SSIM.
+//!
+//! **tPSNR-Y** (temporal PSNR) scores a frame against its predecessor: the PSNR of the frame
+//! difference `Y(out_t) − Y(out_{t−1})` against the reference's `Y(ref_t) − Y(ref_{t−1})`, with
+//! the same peak L = 255 and the same [`PSNR_CAP_DB`] as PSNR-Y. Its error,
+//! `(out_t − ref_t) − (out_{t−1} − ref_{t−1})`, is how much the frame's error *changed*: a constant
+//! error (a blur that stays put) costs nothing, flicker, shimmer and ghosting (errors that move
+//! or come and go) do. An error of e grey levels that toggles every frame counts as 2e.
 
 /// One channel of an image, values in 0..255.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,6 +94,20 @@ pub fn ssim_y(a: &image::RgbaImage, b: &image::RgbaImage) -> f64 {
 pub fn ssim_rgb(a: &image::RgbaImage, b: &image::RgbaImage) -> f64 {
     let (ca, cb) = (channels(a), channels(b));
     ca.iter().zip(&cb).map(|(x, y)| ssim(x, y)).sum::<f64>() / 3.0
+}
+
+/// tPSNR-Y of frame t: `out` and `reference` are the luma planes of frames t − 1 and t (see the
+/// module documentation).
+pub fn tpsnr_y(out: [&Plane; 2], reference: [&Plane; 2]) -> f64 {
+    let [op, oc] = out;
+    let [rp, rc] = reference;
+    for p in [op, oc, rp] {
+        check_same_size(p, rc);
+    }
+    let sum: f64 = (0..rc.data.len())
+        .map(|i| ((oc.data[i] - op.data[i]) - (rc.data[i] - rp.data[i])).powi(2))
+        .sum();
+    psnr_from_mse(sum / rc.data.len() as f64)
 }
 
 fn gaussian_kernel() -> [f64; WINDOW] {
@@ -189,6 +210,71 @@ mod tests {
         assert!((psnr_y(&a, &b) - 34.1514).abs() < 1e-3);
         assert!((psnr_from_mse(255.0 * 255.0)).abs() < 1e-12);
         assert_eq!(psnr_from_mse(1e-30), PSNR_CAP_DB);
+    }
+
+    fn grey(v: u8) -> Plane {
+        luma(&image::RgbaImage::from_pixel(
+            16,
+            16,
+            image::Rgba([v, v, v, 255]),
+        ))
+    }
+
+    #[test]
+    fn identical_sequences_give_the_capped_tpsnr() {
+        let (a, b) = (
+            luma(&gradient(20, 12)),
+            luma(&noisy(&gradient(20, 12), 30, 3)),
+        );
+        assert_eq!(tpsnr_y([&a, &b], [&a, &b]), PSNR_CAP_DB);
+        // A constant error is not temporal: out = ref + 5 in both frames still caps.
+        assert_eq!(
+            tpsnr_y([&grey(105), &grey(125)], [&grey(100), &grey(120)]),
+            PSNR_CAP_DB
+        );
+    }
+
+    #[test]
+    fn tpsnr_of_a_known_flicker() {
+        // The reference is steady at 100; the output flickers 95 → 105: the difference error is
+        // 10 everywhere, MSE 100, tPSNR = 10 log10(255² / 100) = 28.1308 dB.
+        let (steady, lo, hi) = (grey(100), grey(95), grey(105));
+        assert!((tpsnr_y([&lo, &hi], [&steady, &steady]) - 28.1308).abs() < 1e-3);
+        // The same sequence in the other direction scores the same.
+        assert_eq!(
+            tpsnr_y([&lo, &hi], [&steady, &steady]),
+            tpsnr_y([&hi, &lo], [&steady, &steady])
+        );
+    }
+
+    #[test]
+    fn a_flickering_sequence_scores_lower_than_a_steady_one() {
+        // Both outputs are off the reference by up to 4 grey levels in every frame (equal
+        // per-frame PSNR within 1 dB): one keeps its error in place, the other draws it anew each frame.
+        let reference = gradient(32, 24);
+        let steady = noisy(&reference, 4, 7);
+        let flicker = [noisy(&reference, 4, 8), noisy(&reference, 4, 9)];
+        let r = luma(&reference);
+        let s = luma(&steady);
+        let f = [luma(&flicker[0]), luma(&flicker[1])];
+        let steady_t = tpsnr_y([&s, &s], [&r, &r]);
+        let flicker_t = tpsnr_y([&f[0], &f[1]], [&r, &r]);
+        assert_eq!(steady_t, PSNR_CAP_DB);
+        assert!(flicker_t < 50.0, "{flicker_t}");
+        let per_frame = (psnr_y(&steady, &reference), psnr_y(&flicker[1], &reference));
+        assert!((per_frame.0 - per_frame.1).abs() < 1.0, "{per_frame:?}");
+    }
+
+    #[test]
+    fn ssim_of_identical_images_is_one_and_of_a_known_pair_is_hand_computed() {
+        let a = grey(80);
+        assert!((ssim(&a, &a) - 1.0).abs() < 1e-12);
+        // Flat planes 80 and 120: variances and covariance are 0, so SSIM is the luminance term
+        // (2·80·120 + C1) / (80² + 120² + C1), C1 = (0.01·255)² = 6.5025.
+        let b = grey(120);
+        let c1 = 6.5025;
+        let expected = (2.0 * 80.0 * 120.0 + c1) / (80.0f64.powi(2) + 120.0f64.powi(2) + c1);
+        assert!((ssim(&a, &b) - expected).abs() < 1e-9, "{}", ssim(&a, &b));
     }
 
     #[test]

@@ -228,6 +228,12 @@ fn check_run(run: &Value) {
         );
     }
     assert_eq!(psnr["frames"].as_array().unwrap().len(), 2, "{name}");
+    // Each PSNR frame against the frame before it: a moving camera, so below the cap.
+    let t = f(&psnr["tpsnr_y"]);
+    assert!(
+        (10.0..60.0).contains(&t),
+        "{name}: tPSNR-Y {t} dB is implausible"
+    );
 }
 
 /// One model gives one image whichever pattern runs it (within 1/255, so PSNR within 0.3 dB);
@@ -292,6 +298,8 @@ fn check_markdown(md: &str, runs: &[Value]) {
         assert!(line.matches(" / ").count() >= 7, "{line}");
         let psnr = format!("{:.2}", f(&run["psnr"]["psnr_y"]));
         assert!(line.contains(&psnr), "{line} lacks PSNR {psnr}");
+        let tpsnr = format!("{:.2}", f(&run["psnr"]["tpsnr_y"]));
+        assert!(line.contains(&tpsnr), "{line} lacks tPSNR {tpsnr}");
     }
     for section in [
         "## Results",
@@ -317,6 +325,7 @@ fn check_csv(csv: &str) {
         "frame_p99_ms",
         "gpu_frame_p50_ms",
         "psnr_y_db",
+        "tpsnr_y_db",
         "scene_p50_ms",
         "upscale_p99_ms",
         "inference_clock",

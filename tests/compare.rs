@@ -1,6 +1,8 @@
 //! The compare view: the split picture is exactly the two sources on either side of the
 //! divider, the live GPU PSNR equals the CPU's PSNR of the same two images, and a second
-//! upscaler on the right side agrees with the current pattern running the same model.
+//! upscaler on the right side agrees with the current pattern running the same model, and the
+//! error heatmap is black where the output equals the native frame and bright where it does
+//! not.
 
 mod common;
 
@@ -16,6 +18,16 @@ fn run(
     side: CompareSide,
     divider: f32,
 ) -> (Summary, image::RgbaImage) {
+    run_with(name, pattern, side, divider, false)
+}
+
+fn run_with(
+    name: &str,
+    pattern: Pattern,
+    side: CompareSide,
+    divider: f32,
+    heatmap: bool,
+) -> (Summary, image::RgbaImage) {
     let mut config = common::small_config();
     config.upscale.model = "models/test/tiny_x2.onnx".into();
     let out = common::out_dir(name);
@@ -25,6 +37,7 @@ fn run(
         pattern: Some(pattern),
         compare: Some(side),
         divider: Some(divider),
+        heatmap,
         ..Default::default()
     };
     let summary = headless::run(&config, &args).unwrap();
@@ -120,4 +133,58 @@ fn a_host_step_pattern_cannot_be_the_right_side() {
         err.contains("compare view") && err.contains("runs on the host"),
         "{err}"
     );
+}
+
+#[test]
+fn heatmap_is_black_where_output_equals_native_and_bright_where_it_differs() {
+    // Same scripted frame in all three runs: the output alone, the native frame alone, and the
+    // heatmap over the whole picture (divider at the left edge).
+    let (_, current) = run("heatmap_left", Pattern::Bilinear, CompareSide::Native, 1.0);
+    let (_, native) = run(
+        "heatmap_native",
+        Pattern::Bilinear,
+        CompareSide::Native,
+        0.0,
+    );
+    let (_, heat) = run_with(
+        "heatmap_heat",
+        Pattern::Bilinear,
+        CompareSide::Native,
+        0.0,
+        true,
+    );
+    let luma =
+        |p: &image::Rgba<u8>| 0.299 * p[0] as f64 + 0.587 * p[1] as f64 + 0.114 * p[2] as f64;
+    let (mut equal, mut full, mut small) = (0u32, 0u32, Vec::new());
+    let mut full_heat = Vec::new();
+    for (x, y, h) in heat.enumerate_pixels() {
+        let d = (luma(current.get_pixel(x, y)) - luma(native.get_pixel(x, y))).abs();
+        if d == 0.0 {
+            equal += 1;
+            assert_eq!(
+                h.0[..3],
+                [0, 0, 0],
+                "({x}, {y}): output equals native, heat {h:?}"
+            );
+        } else if d >= 255.0 / 8.0 {
+            full += 1;
+            full_heat.push(luma(h));
+        } else if d < 8.0 {
+            small.push(luma(h));
+        }
+    }
+    let n = heat.width() * heat.height();
+    assert!(
+        equal > n / 100,
+        "only {equal} of {n} pixels equal native: nothing tested black"
+    );
+    assert!(
+        full > 0,
+        "no pixel differs by 32 levels: nothing tested bright"
+    );
+    // Full scale is the ramp's pale-yellow end; small errors stay dark.
+    let min_full = full_heat.iter().copied().fold(f64::MAX, f64::min);
+    assert!(min_full > 200.0, "a large error shows with luma {min_full}");
+    let mean_small = small.iter().sum::<f64>() / small.len().max(1) as f64;
+    assert!(mean_small < 80.0, "small errors average luma {mean_small}");
 }

@@ -30,6 +30,8 @@ pub struct HeadlessArgs {
     pub compare: Option<CompareSide>,
     /// The compare view's divider, 0..1 from the left (default 0.5).
     pub divider: Option<f32>,
+    /// The compare view's right side shows the current output's error heatmap.
+    pub heatmap: bool,
 }
 
 /// The headless target as the previous frame left it: written by the UI pass, read by a copy.
@@ -177,6 +179,14 @@ pub fn render_scripted(
     Ok(())
 }
 
+/// Renders `s.world` as it stands (camera and clock set by the caller), without the overlay,
+/// and captures the composited frame for [`OffscreenTarget::output_image`].
+pub fn render_captured(s: &mut Session, target: &OffscreenTarget) -> anyhow::Result<()> {
+    let mut acquire = |_sem| Ok(Some(target.target(true)));
+    s.renderer.render(&s.gpu, &s.world, None, &mut acquire)?;
+    Ok(())
+}
+
 pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
     anyhow::ensure!(args.frames > 0, "--frames must be at least 1");
     anyhow::ensure!(
@@ -194,6 +204,7 @@ pub fn run(config: &Config, args: &HeadlessArgs) -> anyhow::Result<Summary> {
     if let Some(d) = args.divider {
         r.session.renderer.set_divider(d);
     }
+    r.session.renderer.set_heatmap(args.heatmap);
     let mut used = vec![r.session.renderer.pattern().name().to_string()];
     let progress_every = (args.frames / 10).max(1);
     for n in 0..args.frames {

@@ -185,6 +185,16 @@ impl Session {
         }
     }
 
+    /// H: the error heatmap on the compare view's right side on or off; turning it on also
+    /// turns the compare view on.
+    pub fn toggle_heatmap(&mut self) {
+        let on = !self.renderer.heatmap();
+        self.renderer.set_heatmap(on);
+        if on && self.renderer.compare_side().is_none() {
+            self.toggle_compare();
+        }
+    }
+
     /// V: the compare view off, or on with the first right side that can be shown.
     pub fn toggle_compare(&mut self) {
         let side = match self.renderer.compare_side() {
@@ -354,6 +364,7 @@ impl Session {
                 side,
                 divider: self.renderer.divider(),
                 psnr: self.renderer.compare_psnr(),
+                heatmap: self.renderer.heatmap(),
             }),
             pacing: self.pacing_line(),
             fps_cap: if self.surface.is_some() {
@@ -366,6 +377,7 @@ impl Session {
             Some(Action::SwitchPattern(p)) => self.switch(p),
             Some(Action::SetCompare(side)) => self.set_compare(side),
             Some(Action::SetDivider(d)) => self.renderer.set_divider(d),
+            Some(Action::SetHeatmap(on)) => self.renderer.set_heatmap(on),
             Some(Action::SetDebugView(v)) => self.renderer.set_debug_view(v),
             Some(Action::SwitchModel(i)) => {
                 let model = self.models[i].clone();

@@ -294,6 +294,7 @@ impl Running {
                 self.session.switch(next);
             }
             KeyCode::KeyV => self.session.toggle_compare(),
+            KeyCode::KeyH => self.session.toggle_heatmap(),
             KeyCode::KeyM => {
                 let next = self.session.next_model();
                 // Refused switches keep the current model; the overlay shows why.

@@ -8,5 +8,6 @@ pub mod jitter;
 pub mod mesh;
 pub mod motion;
 pub mod poses;
+pub mod sequences;
 pub mod textures;
 pub mod world;

@@ -9,7 +9,10 @@
 //! command buffer before the composite: the scene at output size, the right-side upscaler, and
 //! one compute dispatch that sums squared luma errors per 16×16 tile into a per-slot
 //! host-visible buffer, which the host reads when that slot's fence has signalled (PSNR is one
-//! or two frames behind the picture).
+//! or two frames behind the picture). The same dispatch writes the error heatmap (the current
+//! output's |luma − native luma| × [`HEATMAP_GAIN`], false-coloured), which the right side
+//! shows instead of its own image while the heatmap is on: ghosting and shimmer seen, not only
+//! read.
 
 use std::fmt;
 
@@ -103,10 +106,17 @@ const PSNR_READ: State = State {
 
 const TILE: u32 = 16;
 
+/// The heatmap's amplification: a luma error of 255 / 8 (about 32 levels) is full scale.
+pub const HEATMAP_GAIN: f32 = 8.0;
+
+/// The heatmap while the PSNR pass writes it.
+const HEATMAP_WRITE: State = barrier::STORAGE_WRITE;
+
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct PsnrPush {
     has_right: u32,
+    gain: f32,
 }
 
 /// A second upscaler writing its own output image.
@@ -121,6 +131,9 @@ pub struct Compare {
     side: CompareSide,
     native: SceneTargets,
     right: Option<RightUpscaler>,
+    /// The current output's error against native, false-coloured (output size, written every
+    /// frame by the PSNR pass, sampled by the composite when shown).
+    heatmap: Image,
     psnr: PsnrPass,
     /// Per slot: the frame whose sums the buffer holds, until read.
     recorded: [Option<u64>; FRAMES_IN_FLIGHT],
@@ -151,11 +164,22 @@ impl Compare {
             CompareSide::Native => None,
         }
         .guard(gpu);
+        let heatmap = Image::new(
+            gpu,
+            "compare error heatmap",
+            ImageDesc::new_2d(
+                output,
+                vk::Format::R8G8B8A8_UNORM,
+                vk::ImageUsageFlags::STORAGE | vk::ImageUsageFlags::SAMPLED,
+            ),
+        )?
+        .guard(gpu);
         let psnr = PsnrPass::new(gpu, output)?;
         Ok(Self {
             side,
             native: native.keep(),
             right: right.keep(),
+            heatmap: heatmap.keep(),
             psnr,
             recorded: [None; FRAMES_IN_FLIGHT],
             pixels: output.width as f64 * output.height as f64,
@@ -173,9 +197,10 @@ impl Compare {
     }
 
     /// The image the composite shows right of the divider (in `barrier::SAMPLED` after
-    /// [`Compare::record`]).
-    pub fn right_image(&self) -> &Image {
+    /// [`Compare::record`]): the error heatmap when `heatmap`, else the right side.
+    pub fn right_image(&self, heatmap: bool) -> &Image {
         match &self.right {
+            _ if heatmap => &self.heatmap,
             Some(r) => &r.image,
             None => &self.native.color,
         }
@@ -234,7 +259,7 @@ impl Compare {
         let device = &gpu.device;
         scene.record(gpu, cmd, &self.native, world);
         let to_read = |image: &Image| image.transition(barrier::UPSCALE_WRITE, PSNR_READ);
-        let mut reads = [to_read(output), to_read(output)];
+        let mut reads = [to_read(output), to_read(output), to_read(output)];
         let mut count = 1;
         if let Some(r) = &mut self.right {
             let write = r.image.transition(barrier::REUSE, barrier::UPSCALE_WRITE);
@@ -251,12 +276,16 @@ impl Compare {
             reads[1] = to_read(&r.image);
             count = 2;
         }
-        barrier::transition(device, cmd, &reads[..count]);
+        reads[count] = self.heatmap.transition(barrier::REUSE, HEATMAP_WRITE);
+        barrier::transition(device, cmd, &reads[..count + 1]);
         self.record_psnr(gpu, cmd, slot, output);
+        let mut sampled = [self.heatmap.transition(HEATMAP_WRITE, barrier::SAMPLED); 2];
+        let mut count = 1;
         if let Some(r) = &self.right {
-            let sampled = r.image.transition(PSNR_READ, barrier::SAMPLED);
-            barrier::transition(device, cmd, &[sampled]);
+            sampled[1] = r.image.transition(PSNR_READ, barrier::SAMPLED);
+            count = 2;
         }
+        barrier::transition(device, cmd, &sampled[..count]);
         self.recorded[slot] = Some(frame);
         Ok(PSNR_READ)
     }
@@ -271,6 +300,7 @@ impl Compare {
         let right_view = self.right.as_ref().map_or(output.view, |r| r.image.view);
         let push = PsnrPush {
             has_right: self.right.is_some() as u32,
+            gain: HEATMAP_GAIN,
         };
         pipeline::dispatch(
             gpu,
@@ -281,6 +311,7 @@ impl Compare {
                 Binding::StorageImage(right_view),
                 Binding::SampledImage(self.native.color.view, self.psnr.nearest),
                 Binding::StorageBuffer(self.psnr.partials[slot].raw),
+                Binding::StorageImage(self.heatmap.view),
             ],
             &push,
             [self.psnr.groups[0], self.psnr.groups[1], 1],
@@ -299,6 +330,7 @@ impl Compare {
     /// Reverse order of creation.
     pub fn destroy(self, gpu: &Gpu) {
         self.psnr.destroy_with(gpu);
+        self.heatmap.destroy(gpu);
         self.right.destroy_with(gpu);
         self.native.destroy(gpu);
     }
@@ -375,6 +407,7 @@ impl PsnrPass {
                 vk::DescriptorType::STORAGE_IMAGE,
                 vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
                 vk::DescriptorType::STORAGE_BUFFER,
+                vk::DescriptorType::STORAGE_IMAGE,
             ],
             std::mem::size_of::<PsnrPush>() as u32,
         )?

@@ -86,6 +86,8 @@ pub struct Renderer {
     compare: Option<Compare>,
     /// Where the compare view splits the picture, 0..1 from the left.
     divider: f32,
+    /// The compare view's right side shows the current output's error heatmap.
+    heatmap: bool,
     /// Timeline of split frames. Submission A signals `n` (queue); the host waits for `n` before
     /// its step. For `Schedule::HostSignal` the host then signals `n + 1` and submission B,
     /// already queued, waits for `n + 1` on the GPU.
@@ -220,6 +222,7 @@ impl Renderer {
             ml,
             compare: None,
             divider: 0.5,
+            heatmap: false,
             timeline: timeline.keep(),
             timeline_value: 0,
             egui,
@@ -341,6 +344,17 @@ impl Renderer {
 
     pub fn set_divider(&mut self, divider: f32) {
         self.divider = divider.clamp(0.0, 1.0);
+    }
+
+    /// Whether the compare view's right side shows the current output's error against native
+    /// (amplified |out − native| luma, false-coloured) instead of its own image. Kept while the
+    /// view is off; nothing is allocated (the view's PSNR pass writes the heatmap every frame).
+    pub fn set_heatmap(&mut self, on: bool) {
+        self.heatmap = on;
+    }
+
+    pub fn heatmap(&self) -> bool {
+        self.heatmap
     }
 
     /// Runs the current pattern on another model (`ml`). The new upscaler is built before the

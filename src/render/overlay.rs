@@ -70,6 +70,8 @@ pub struct CompareView {
     pub side: CompareSide,
     pub divider: f32,
     pub psnr: Option<ComparePsnr>,
+    /// The right side shows the current output's error heatmap.
+    pub heatmap: bool,
 }
 
 /// What the player asked for through the overlay this frame.
@@ -79,6 +81,8 @@ pub enum Action {
     /// Compare view on with this right side, or off.
     SetCompare(Option<CompareSide>),
     SetDivider(f32),
+    /// The compare view's right side shows the error heatmap (or not).
+    SetHeatmap(bool),
     /// An index into [`OverlayModel::models`].
     SwitchModel(usize),
     SetPrecision(PrecisionChoice),
@@ -146,7 +150,7 @@ pub fn draw(ctx: &egui::Context, show_overlay: bool, model: &OverlayModel) -> Op
         }
         ui.small(
             "F1 overlay · P next pattern · M next model · V compare (drag to move) · \
-                 F12 screenshot · R restart · RMB look",
+                 H error heatmap · F12 screenshot · R restart · RMB look",
         );
     });
     action
@@ -409,6 +413,18 @@ fn compare_controls(ui: &mut egui::Ui, model: &OverlayModel) -> Option<Action> {
             }
         }
     });
+    let mut heatmap = view.heatmap;
+    if ui
+        .checkbox(&mut heatmap, "right side: error heatmap (H)")
+        .on_hover_text(format!(
+            "The current output's |luma - native luma| x {}, false-coloured: black where they \
+             are equal, yellow-white from 32 levels up",
+            super::compare::HEATMAP_GAIN
+        ))
+        .changed()
+    {
+        action = Some(Action::SetHeatmap(heatmap));
+    }
     let mut divider = view.divider;
     if ui
         .add(egui::Slider::new(&mut divider, 0.0..=1.0).text("divider"))
@@ -460,7 +476,19 @@ fn draw_divider(ctx: &egui::Context, model: &OverlayModel, view: &CompareView) {
             egui::Align2::RIGHT_CENTER,
             -6.0,
         ),
-        (format!("▶ {}", view.side), egui::Align2::LEFT_CENTER, 6.0),
+        (
+            if view.heatmap {
+                format!(
+                    "▶ {} error x{} vs native",
+                    model.pattern,
+                    super::compare::HEATMAP_GAIN
+                )
+            } else {
+                format!("▶ {}", view.side)
+            },
+            egui::Align2::LEFT_CENTER,
+            6.0,
+        ),
     ] {
         let galley = painter.layout_no_wrap(text, font.clone(), Color32::WHITE);
         let r = align.anchor_size(egui::pos2(x + dx, y), galley.size());

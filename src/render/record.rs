@@ -271,7 +271,7 @@ impl Renderer {
         let split = self
             .compare
             .as_ref()
-            .map(|c| (c.right_image(), self.divider));
+            .map(|c| (c.right_image(self.heatmap), self.divider));
         let (source, split) =
             super::temporal::composite_source(self.debug_view, &self.output, &self.targets, split);
         if target.storage {

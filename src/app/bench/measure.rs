@@ -3,10 +3,11 @@
 //! Every run renders the same frames of the scripted camera path (0..warm-up, then the measured
 //! ones), so patterns see identical scenes. The PSNR frames are rendered again after the
 //! measured window, each captured and waited for: the capture copies and the waits never touch
-//! the timed frames. A spatial upscaler keeps no state between frames, so a frame rendered again
-//! gives the same image it gave inside the window. A temporal one does: the jump back to a PSNR
-//! frame is a camera cut that resets its history, so it first renders the
-//! [`TEMPORAL_RUN_UP`] frames before it, and is measured with a history as warm as in the run.
+//! the timed frames. Each PSNR frame f is rendered right after frame f − 1, which is captured
+//! too, for its tPSNR-Y (f against f − 1, the cheapest pair that measures flicker). A spatial
+//! upscaler keeps no state between frames, so a frame rendered again gives the image it gave
+//! inside the window; a temporal one starts from a history reset [`TEMPORAL_LEAD`] frames before
+//! f − 1 (the jump back to f is a camera cut), so its history is as warm as in the run.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -20,16 +21,26 @@ use crate::infer::Precision;
 use crate::render::stats::{self, Stats};
 use crate::upscale::Pattern;
 
-/// Frames a temporal pattern renders before each PSNR frame to fill its history again (half a
-/// jitter period at x2).
-pub const TEMPORAL_RUN_UP: u64 = 16;
+/// Frames a temporal pattern renders from a history reset before a PSNR frame's predecessor:
+/// half a jitter period at x2, and past the point where taau's history stops gaining weight.
+pub const TEMPORAL_LEAD: u64 = 16;
 
 /// What one run renders.
 pub struct Plan<'a> {
     pub warmup: u64,
     pub frames: u64,
-    /// The native reference of each PSNR frame, by scripted-path frame number.
-    pub native: &'a [(u64, image::RgbaImage)],
+    /// The native reference of each PSNR frame f, by scripted-path frame number: of f − 1 and f.
+    pub native: &'a [(u64, [image::RgbaImage; 2])],
+}
+
+/// Frames rendered after the measured window for the PSNR frames of `pattern`'s run.
+pub fn psnr_render_frames(pattern: Pattern, psnr_frames: u64) -> u64 {
+    let lead = if pattern.caps().temporal {
+        TEMPORAL_LEAD
+    } else {
+        0
+    };
+    psnr_frames * (2 + lead)
 }
 
 /// Names a run in the report.
@@ -90,25 +101,43 @@ pub fn run(
         progress.frame_done(&format!("{label} · frame {}/{}", i + 1, plan.frames));
     }
     s.renderer.wait_all(&s.gpu)?;
-    let run_up = match key.pattern.caps().temporal {
-        true => TEMPORAL_RUN_UP,
-        false => 0,
-    };
+    let temporal = key.pattern.caps().temporal;
     let mut report = collect(s, key, plan)?;
     let mut scores = Vec::with_capacity(plan.native.len());
-    for (i, (frame, native)) in plan.native.iter().enumerate() {
-        for n in frame.saturating_sub(run_up)..*frame {
-            render_scripted(s, egui_ctx, target, n, false)?;
+    for (i, (frame, [native_prev, native])) in plan.native.iter().enumerate() {
+        let frame = *frame;
+        let mut done = |what: &str| {
+            progress.frame_done(&format!(
+                "{label} · PSNR {}/{} {what}",
+                i + 1,
+                plan.native.len()
+            ));
+        };
+        if temporal {
+            s.renderer.reset_history();
+            for n in frame.saturating_sub(1 + TEMPORAL_LEAD)..frame.saturating_sub(1) {
+                render_scripted(s, egui_ctx, target, n, false)?;
+                done("history");
+            }
         }
-        render_scripted(s, egui_ctx, target, *frame, true)?;
-        s.renderer.wait_all(&s.gpu)?;
-        let upscaled = target.output_image(&s.gpu)?;
+        let mut captured = Vec::with_capacity(2);
+        for n in [frame.saturating_sub(1), frame] {
+            render_scripted(s, egui_ctx, target, n, true)?;
+            s.renderer.wait_all(&s.gpu)?;
+            captured.push(target.output_image(&s.gpu)?);
+            done("");
+        }
+        let (prev, upscaled) = (&captured[0], &captured[1]);
+        let luma = metrics::luma;
         scores.push(FramePsnr {
-            frame: *frame,
-            psnr_y: metrics::psnr_y(&upscaled, native),
-            psnr_rgb: metrics::psnr_rgb(&upscaled, native),
+            frame,
+            psnr_y: metrics::psnr_y(upscaled, native),
+            psnr_rgb: metrics::psnr_rgb(upscaled, native),
+            tpsnr_y: metrics::tpsnr_y(
+                [&luma(prev), &luma(upscaled)],
+                [&luma(native_prev), &luma(native)],
+            ),
         });
-        progress.frame_done(&format!("{label} · PSNR {}/{}", i + 1, plan.native.len()));
     }
     report.psnr = psnr_report(scores);
     report.elapsed_s = started.elapsed().as_secs_f64();
@@ -139,6 +168,7 @@ fn psnr_report(frames: Vec<FramePsnr>) -> Option<PsnrReport> {
     Some(PsnrReport {
         psnr_y: frames.iter().map(|f| f.psnr_y).sum::<f64>() / n,
         psnr_rgb: frames.iter().map(|f| f.psnr_rgb).sum::<f64>() / n,
+        tpsnr_y: frames.iter().map(|f| f.tpsnr_y).sum::<f64>() / n,
         frames,
     })
 }

@@ -238,11 +238,10 @@ fn new_report(config: &Config, args: &BenchArgs) -> BenchReport {
     }
 }
 
-/// Frames each run renders (warm-up, measured, PSNR), for the progress bar.
-fn frames_per_run(args: &BenchArgs) -> u64 {
-    args.warmup
-        + args.frames
-        + measure::psnr_frames(args.warmup, args.frames, args.psnr_frames).len() as u64
+/// Frames a run of `pattern` renders (warm-up, measured, PSNR), for the progress bar.
+fn frames_per_run(args: &BenchArgs, pattern: Pattern) -> u64 {
+    let psnr = measure::psnr_frames(args.warmup, args.frames, args.psnr_frames).len() as u64;
+    args.warmup + args.frames + measure::psnr_render_frames(pattern, psnr)
 }
 
 /// One session per entry: the models, or one model-less session when there are none.
@@ -297,7 +296,7 @@ fn plan(args: &BenchArgs) -> Vec<Planned> {
                         .filter(|_| pattern.caps().needs_model)
                         .map(|m| model_stem(m)),
                     output_pixels: res.output[0] as u64 * res.output[1] as u64,
-                    frames: frames_per_run(args),
+                    frames: frames_per_run(args, pattern),
                 });
             }
         }
@@ -327,13 +326,14 @@ impl Bench<'_> {
         Ok(())
     }
 
-    /// The native reference of each PSNR frame: the scene rendered at `supersample ×` the
-    /// output size and box-filtered in linear light, exactly as `quality` makes its target.
+    /// The native reference of each PSNR frame and of the frame before it (for tPSNR): the
+    /// scene rendered at `supersample ×` the output size and box-filtered in linear light,
+    /// exactly as `quality` makes its target.
     fn native(
         &mut self,
         config: &Config,
         frames: &[u64],
-    ) -> anyhow::Result<Vec<(u64, image::RgbaImage)>> {
+    ) -> anyhow::Result<Vec<(u64, [image::RgbaImage; 2])>> {
         if frames.is_empty() {
             return Ok(Vec::new());
         }
@@ -341,8 +341,11 @@ impl Bench<'_> {
             .context("creating the native reference renderer")?;
         let mut native = Vec::with_capacity(frames.len());
         for &f in frames {
-            let (camera, time) = camera::scripted(f);
-            native.push((f, source.render_view(camera, time)?.finish().hr));
+            let mut reference = |n| {
+                let (camera, time) = camera::scripted(n);
+                anyhow::Ok(source.render_view(camera, time)?.finish().hr)
+            };
+            native.push((f, [reference(f.saturating_sub(1))?, reference(f)?]));
         }
         self.count_gpu(&source.gpu);
         let watch = source.gpu.teardown_watch();

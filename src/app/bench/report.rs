@@ -147,6 +147,8 @@ pub struct FramePsnr {
     pub frame: u64,
     pub psnr_y: f64,
     pub psnr_rgb: f64,
+    /// tPSNR-Y of this frame against the one before it (`metrics`), dB.
+    pub tpsnr_y: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -154,6 +156,8 @@ pub struct PsnrReport {
     /// Mean over the sampled frames, dB (BT.601 luma; R, G and B together).
     pub psnr_y: f64,
     pub psnr_rgb: f64,
+    /// Mean tPSNR-Y over the sampled frames, each against the frame before it.
+    pub tpsnr_y: f64,
     pub frames: Vec<FramePsnr>,
 }
 

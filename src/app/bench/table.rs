@@ -3,7 +3,7 @@
 //! CSV columns, in order: `pattern, precision` (in-stream runs), `model, model_path, render_w, render_h, output_w, output_h,
 //! status` (`ok` or `unavailable`), `reason`, `warmup, frames`, `frame_{p50,p95,p99}_ms`,
 //! `cpu_{p50,p95,p99}_ms`, `gpu_frame_{p50,p95,p99}_ms`, `host_copy_bytes, bus_bytes,
-//! psnr_y_db, psnr_rgb_db, psnr_frames` (frame numbers joined by `;`), then for every stage any run reported (frame order; in-stream
+//! psnr_y_db, psnr_rgb_db, tpsnr_y_db, psnr_frames` (frame numbers joined by `;`), then for every stage any run reported (frame order; in-stream
 //! layers are in report.json only) `<stage>_p50_ms, <stage>_p95_ms, <stage>_p99_ms,
 //! <stage>_clock` (`gpu` or `host`). A cell is empty where a run has no such figure.
 
@@ -159,9 +159,12 @@ fn psnr_note(r: &BenchReport) -> String {
     };
     format!(
         "PSNR (dB, BT.601 luma and RGB, mean over frames {} of the scripted path) of the \
-         upscaled output, overlay excluded, against {reference}. Scene pass (game and \
-         reference): msaa {}.",
+         upscaled output, overlay excluded, against {reference}. tPSNR-Y: for each of those \
+         frames, the PSNR of its difference from the frame before it against the reference's \
+         (README: tPSNR); a temporal pattern renders them from a history reset {} frames \
+         earlier. Scene pass (game and reference): msaa {}.",
         frames.join(", "),
+        super::measure::TEMPORAL_LEAD + 1,
         c.msaa
     )
 }
@@ -186,7 +189,7 @@ pub fn markdown(r: &BenchReport) -> String {
         "GPU Σ",
     ];
     head.extend(stages.iter().map(String::as_str));
-    head.extend(["host bytes", "bus bytes", "PSNR-Y", "PSNR-RGB"]);
+    head.extend(["host bytes", "bus bytes", "PSNR-Y", "PSNR-RGB", "tPSNR-Y"]);
     s += &row(&head);
     s += &row(&vec!["---"; head.len()]);
     for run in &r.runs {
@@ -202,13 +205,15 @@ pub fn markdown(r: &BenchReport) -> String {
         cells.extend(stages.iter().map(|n| stage_cell(run, n)));
         cells.push(thousands(run.host_copy_bytes));
         cells.push(thousands(run.bus_bytes));
-        let (y, rgb) = run
-            .psnr
-            .as_ref()
-            .map_or((String::new(), String::new()), |p| {
-                (format!("{:.2}", p.psnr_y), format!("{:.2}", p.psnr_rgb))
-            });
-        cells.extend([y, rgb]);
+        let psnr = run.psnr.as_ref();
+        let cell = |f: fn(&super::report::PsnrReport) -> f64| {
+            psnr.map_or(String::new(), |p| format!("{:.2}", f(p)))
+        };
+        cells.extend([
+            cell(|p| p.psnr_y),
+            cell(|p| p.psnr_rgb),
+            cell(|p| p.tpsnr_y),
+        ]);
         s += &row(&cells);
     }
     s += &format!("\n{}\n", psnr_note(r));
@@ -415,6 +420,7 @@ fn csv_header(stages: &[String]) -> Vec<String> {
         "bus_bytes",
         "psnr_y_db",
         "psnr_rgb_db",
+        "tpsnr_y_db",
         "psnr_frames",
     ]
     .map(String::from)
@@ -452,10 +458,11 @@ fn csv_run(run: &RunReport, stages: &[String]) -> Vec<String> {
             cells.extend([
                 p.psnr_y.to_string(),
                 p.psnr_rgb.to_string(),
+                p.tpsnr_y.to_string(),
                 frames.join(";"),
             ]);
         }
-        None => cells.extend([String::new(), String::new(), String::new()]),
+        None => cells.extend([String::new(), String::new(), String::new(), String::new()]),
     }
     for n in stages {
         let stage = run.stages.iter().find(|s| &s.name == n);

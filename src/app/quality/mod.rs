@@ -11,8 +11,13 @@
 //! Beside the three methods the report has `native`: the view drawn by the same scene pass at
 //! the output size (with `render.msaa`), which is what the game shows without upscaling. It is
 //! the figure an upscaler is chasing, not a bound: the reference is supersampled.
+//!
+//! `quality --sequence` ([`sequence`]) measures every pattern in motion instead, through the
+//! game's renderer.
 
 pub use crate::metrics;
+
+pub mod sequence;
 
 use std::path::{Path, PathBuf};
 

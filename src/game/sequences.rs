@@ -1,0 +1,174 @@
+//! Held-out camera *sequences* for measuring upscalers in motion (`quality --sequence`): the
+//! scripted fly-through, and seeded random walks that stay inside the held-out cells of
+//! [`super::poses`], each starting at a held-out view of the same seed. The animation clock runs
+//! at [`FRAME_DT`] per frame, so the wheels spin and the orbs float between frames as in the game.
+//!
+//! Pure and deterministic: the same (seed, count, frames) always gives the same cameras.
+
+use std::f32::consts::{PI, TAU};
+
+use glam::Vec2;
+use rand::RngExt;
+use rand_pcg::Pcg32;
+
+use super::camera::{self, Camera};
+use super::poses::{self, Pose, Split};
+use super::world::World;
+
+/// Seconds of animation per frame (the scripted path's rate).
+pub const FRAME_DT: f32 = 1.0 / 60.0;
+/// Walking speed range in m/s (the player walks at 5).
+const SPEED: (f32, f32) = (1.0, 3.5);
+/// Largest steady turn rate in rad/s (about 45°/s).
+const TURN: f32 = 0.8;
+/// Sway of the view around the steady turn: amplitude (rad) and angular frequency (rad/s).
+const SWAY: (f32, f32) = (0.25, 2.5);
+/// How far from props a walk stays, as the held-out poses do.
+const PROP_CLEARANCE: f32 = 0.4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Frames 0.. of [`camera::scripted`].
+    Scripted,
+    /// A random walk inside one held-out cell.
+    Walk,
+}
+
+/// One camera sequence: a pose per frame (animation time included) and the field of view.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Sequence {
+    pub name: String,
+    pub kind: Kind,
+    /// Vertical field of view in radians (the scripted path's 65°, the player's for walks).
+    pub fov_y: f32,
+    pub frames: Vec<Pose>,
+}
+
+impl Sequence {
+    pub fn camera(&self, frame: usize) -> (Camera, f32) {
+        let pose = &self.frames[frame];
+        (pose.camera(self.fov_y), pose.time)
+    }
+}
+
+/// `count` sequences of `frames` frames: the scripted path first, then walks 1.. (walk k starts
+/// at held-out view k − 1 of `seed`, as `quality` and `dataset` draw them).
+pub fn sequences(world: &World, seed: u64, count: u64, frames: u64) -> Vec<Sequence> {
+    (0..count)
+        .map(|k| match k {
+            0 => scripted(frames),
+            _ => walk(world, seed, k - 1, frames),
+        })
+        .collect()
+}
+
+fn pose_of(camera: &Camera, time: f32) -> Pose {
+    Pose {
+        pos: camera.pos.to_array(),
+        yaw: camera.yaw,
+        pitch: camera.pitch,
+        time,
+    }
+}
+
+/// Frames 0..`frames` of the scripted path.
+pub fn scripted(frames: u64) -> Sequence {
+    let fov_y = camera::scripted(0).0.fov_y;
+    Sequence {
+        name: "scripted".into(),
+        kind: Kind::Scripted,
+        fov_y,
+        frames: (0..frames)
+            .map(|n| {
+                let (c, t) = camera::scripted(n);
+                pose_of(&c, t)
+            })
+            .collect(),
+    }
+}
+
+/// A walk from held-out view `index` of `seed`: steady speed, a steady turn with a sway on top
+/// and a slow nod of the pitch; a step that would leave the held-out region (or walk into a
+/// prop) turns the walk around instead, so every frame stands where held-out views stand.
+pub fn walk(world: &World, seed: u64, index: u64, frames: u64) -> Sequence {
+    let start = poses::pose(world, Split::Val, seed, index);
+    let mut rng = Pcg32::new(
+        seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        0x5741_4c4b_0000_0003,
+    );
+    let speed = rng.random_range(SPEED.0..SPEED.1);
+    let turn = rng.random_range(-TURN..TURN);
+    let sway_phase = rng.random_range(0.0..TAU);
+    let nod_phase = rng.random_range(0.0..TAU);
+    // The direction of travel, relative to the view: ahead, sideways or backing away.
+    let mut heading = rng.random_range(-PI..PI);
+    let mut ground = Vec2::new(start.pos[0], start.pos[2]);
+    let mut out = Vec::with_capacity(frames as usize);
+    for n in 0..frames {
+        let t = n as f32 * FRAME_DT;
+        let sway = SWAY.0 * ((SWAY.1 * t + sway_phase).sin() - sway_phase.sin());
+        let yaw = (start.yaw + turn * t + sway).rem_euclid(TAU);
+        let pitch = start.pitch + 0.08 * ((1.3 * t + nod_phase).sin() - nod_phase.sin());
+        out.push(Pose {
+            pos: [ground.x, start.pos[1], ground.y],
+            yaw,
+            pitch,
+            time: start.time + t,
+        });
+        let dir = yaw + heading;
+        let step = Vec2::new(dir.sin(), -dir.cos()) * speed * FRAME_DT;
+        let next = ground + step;
+        let inside =
+            poses::region(next) == Some(Split::Val) && !world.near_obstacle(next, PROP_CLEARANCE);
+        if inside {
+            ground = next;
+        } else {
+            heading += PI;
+        }
+    }
+    Sequence {
+        name: format!("walk {}", index + 1),
+        kind: Kind::Walk,
+        fov_y: world.camera.fov_y,
+        frames: out,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequences_are_deterministic_and_start_with_the_scripted_path() {
+        let w = World::new(7);
+        let a = sequences(&w, 3, 4, 20);
+        assert_eq!(a, sequences(&w, 3, 4, 20));
+        assert_ne!(a[1], sequences(&w, 4, 4, 20)[1], "the seed must matter");
+        assert_eq!(a.len(), 4);
+        assert!(a.iter().all(|s| s.frames.len() == 20));
+        for n in [0, 19] {
+            let (c, t) = camera::scripted(n as u64);
+            assert_eq!(a[0].camera(n), (c, t));
+        }
+    }
+
+    #[test]
+    fn walks_stay_in_held_out_cells_and_move_smoothly() {
+        let w = World::new(7);
+        for (k, s) in sequences(&w, 1, 9, 64).iter().enumerate().skip(1) {
+            let start = poses::pose(&w, Split::Val, 1, k as u64 - 1);
+            assert_eq!(s.frames[0], start, "{} starts at its held-out view", s.name);
+            for pair in s.frames.windows(2) {
+                let (a, b) = (pair[0], pair[1]);
+                let ground = Vec2::new(b.pos[0], b.pos[2]);
+                assert_eq!(poses::region(ground), Some(Split::Val), "{}", s.name);
+                let step = Vec2::new(b.pos[0] - a.pos[0], b.pos[2] - a.pos[2]).length();
+                assert!(step <= SPEED.1 * FRAME_DT + 1e-5, "{}: {step} m", s.name);
+                let turn = (b.yaw - a.yaw + PI).rem_euclid(TAU) - PI;
+                assert!(turn.abs() < 0.05, "{}: {turn} rad in a frame", s.name);
+                assert!((b.time - a.time - FRAME_DT).abs() < 1e-4);
+            }
+        }
+    }
+}
