@@ -6,13 +6,15 @@
 // one row (a segment), columns (N) the output channels, depth (K) the input channels of one
 // kernel tap: for tap (ky, kx) the A matrix is the staged tile's channel vectors of pixels
 // x + kx .. x + kx + CM_M - 1 on row y + ky, one strided load from shared memory (channels
-// innermost, each pixel's 16 padded to 24 so that the load's rows fall in different banks). The shape (CM_M, CM_N, CM_K) is chosen at
-// load time from what the device offers. A work group of four subgroups computes a
-// TILE_W × TILE_H tile for one block of 16 output channels; each subgroup owns SEGS segments
-// and their accumulators for the whole reduction. Where the output is in channel blocks and a
-// segment lies inside the image, the accumulators get the bias, activation and residual as
-// matrices and are stored straight into the output tensor (one strided store); elsewhere the
-// sums go through a small per-subgroup scratch in shared memory to the common epilogue
+// innermost, each pixel's 16 padded to 24 so that the load's rows fall in different banks).
+// The shape (CM_M, CM_N, CM_K) is chosen at load time from what the device offers. A work
+// group of four subgroups computes a TILE_W × TILE_H tile for one block of 16 output
+// channels; each subgroup owns SEGS segments and their accumulators for the whole reduction:
+// a column of the tile, one segment per row, so that one A load serves every kernel row whose
+// window holds that staged row. Where the output is in channel blocks and a segment lies
+// inside the image, the accumulators get the bias, activation and residual as matrices and
+// are stored straight into the output tensor (one strided store); elsewhere the sums go
+// through a small per-subgroup scratch in shared memory to the common epilogue
 // (fused_conv.glsl).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -39,6 +41,22 @@ const uint N_TILES = OC_TILE / CM_N;
 // Products per tap group: CHUNK / CM_K, or one when a product spans TAP_GROUP taps.
 const uint K_TILES = TAP_GROUP > 1u ? 1u : CHUNK / CM_K;
 const uint SEGS_PER_ROW = TILE_W / CM_M;
+// Each subgroup owns one column of segments (one per tile row) where the tile's segments per
+// row match the subgroups; else a run of SEGS segments in row order.
+// (A function, not a global constant: see `direct` in main.)
+bool columns() {
+    return SEGS_PER_ROW == SUBGROUPS && SEGS == TILE_H;
+}
+
+// Segment s of subgroup sg: (segment column, tile row).
+uvec2 seg_at(uint sg, uint s) {
+    if (columns()) {
+        return uvec2(sg, s);
+    }
+    uint seg = sg * SEGS + s;
+    return uvec2(seg % SEGS_PER_ROW, seg / SEGS_PER_ROW);
+}
+
 // Invocations per pixel in the epilogue (a subgroup wider than a segment splits the channels).
 const uint GROUPS = SUBGROUP > CM_M ? SUBGROUP / CM_M : 1u;
 
@@ -74,11 +92,61 @@ void main() {
             s_bias[i] = oc < p.oc ? float(bias[oc]) : 0.0;
         }
     }
+    // The residual's segments, loaded before the reduction so that their latency hides behind
+    // it (read by the direct store only, under the same condition).
+    coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> res[SEGS][N_TILES];
+    if (direct && RESIDUAL) {
+        [[unroll]] for (uint s = 0u; s < SEGS; ++s) {
+            uvec2 pos = seg_at(sg, s);
+            uint oy = gl_WorkGroupID.y * TILE_H + pos.y;
+            uint ox0 = gl_WorkGroupID.x * TILE_W + pos.x * CM_M;
+            if (oy < p.out_h && ox0 + CM_M <= p.out_w) {
+                uint at = ((ob * p.out_h + oy) * p.out_w + ox0) * OC_TILE;
+                [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
+                    coopMatLoad(res[s][n], residual, at + n * CM_N, OC_TILE,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                }
+            }
+        }
+    }
 #endif
     for (uint c0 = 0u; c0 < p.ic; c0 += CHUNK) {
         barrier();
         stage_chunk(c0, gl_LocalInvocationIndex);
         barrier();
+        if (columns()) {
+            // A subgroup owns a column of segments, one per tile row: the A matrix of staged
+            // row sr and kernel column kx is loaded once and multiplied into every segment
+            // whose window holds that row (segment sr - ky with kernel row ky), with the
+            // kernel column's B matrices held in registers. (3x3 on 4-row tiles: 18 A loads
+            // per subgroup instead of 36; 5x5: 40 instead of 100.)
+            uint col0 = sg * CM_M;
+            [[unroll]] for (uint kt = 0u; kt < K_TILES; ++kt) {
+                for (uint kx = 0u; kx < KW_STAGE; kx += TAP_GROUP) {
+                    coopmat<float16_t, gl_ScopeSubgroup, CM_K, CM_N, gl_MatrixUseB> bk[KH][N_TILES];
+                    [[unroll]] for (uint ky = 0u; ky < KH; ++ky) {
+                        uint wrow = (ob * KH * KW_STAGE + ky * KW_STAGE + kx) * p.icp + c0 + kt * CM_K;
+                        [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
+                            coopMatLoad(bk[ky][n], w, wrow * OC_TILE + n * CM_N, OC_TILE,
+                                        gl_CooperativeMatrixLayoutRowMajor);
+                        }
+                    }
+                    [[unroll]] for (uint sr = 0u; sr < TILE_ROWS; ++sr) {
+                        coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> a;
+                        coopMatLoad(a, s_in, ((sr * TILE_COLS + col0 + kx) * S_STRIDE + kt * CM_K) / 4u,
+                                    S_STRIDE / 4u, gl_CooperativeMatrixLayoutRowMajor);
+                        [[unroll]] for (uint ky = 0u; ky < KH; ++ky) {
+                            if (sr >= ky && sr - ky < SEGS) {
+                                [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
+                                    acc[sr - ky][n] = coopMatMulAdd(a, bk[ky][n], acc[sr - ky][n]);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            continue;
+        }
         // One matrix product per kernel tap and CM_K staged channels; with TAP_GROUP = 2 (a
         // thin input staged as 8 channels) one product's depth is two neighbouring taps: the
         // A rows are then 16 consecutive staged values spanning two pixels.
@@ -92,9 +160,9 @@ void main() {
                                     gl_CooperativeMatrixLayoutRowMajor);
                     }
                     [[unroll]] for (uint s = 0u; s < SEGS; ++s) {
-                        uint seg = sg * SEGS + s;
-                        uint row = seg / SEGS_PER_ROW + ky;
-                        uint col = (seg % SEGS_PER_ROW) * CM_M + kx;
+                        uvec2 at = seg_at(sg, s);
+                        uint row = at.y + ky;
+                        uint col = at.x * CM_M + kx;
                         coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> a;
                         coopMatLoad(a, s_in, ((row * TILE_COLS + col) * S_STRIDE + kt * CM_K) / 4u,
                                     S_STRIDE / 4u, gl_CooperativeMatrixLayoutRowMajor);
@@ -110,9 +178,9 @@ void main() {
     [[unroll]] for (uint s = 0u; s < SEGS; ++s) {
 #ifndef IMAGE_OUT
         if (direct) {
-            uint seg = sg * SEGS + s;
-            uint oy = gl_WorkGroupID.y * TILE_H + seg / SEGS_PER_ROW;
-            uint ox0 = gl_WorkGroupID.x * TILE_W + (seg % SEGS_PER_ROW) * CM_M;
+            uvec2 pos = seg_at(sg, s);
+            uint oy = gl_WorkGroupID.y * TILE_H + pos.y;
+            uint ox0 = gl_WorkGroupID.x * TILE_W + pos.x * CM_M;
             if (oy < p.out_h && ox0 + CM_M <= p.out_w) {
                 // Row i of the segment is pixel ox0 + i: its 16 channels are one run of the
                 // block, so the segment is a CM_M × 16 row-major matrix with stride 16.
@@ -128,10 +196,7 @@ void main() {
                     coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> h =
                         coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator>(v);
                     if (RESIDUAL) {
-                        coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_N, gl_MatrixUseAccumulator> r;
-                        coopMatLoad(r, residual, at + n * CM_N, OC_TILE,
-                                    gl_CooperativeMatrixLayoutRowMajor);
-                        h = h + r;
+                        h = h + res[s][n];
                     }
                     coopMatStore(h, y, at + n * CM_N, OC_TILE, gl_CooperativeMatrixLayoutRowMajor);
                 }
@@ -145,9 +210,9 @@ void main() {
         }
         subgroupMemoryBarrierShared();
         subgroupBarrier();
-        uint seg = sg * SEGS + s;
-        uint oy = gl_WorkGroupID.y * TILE_H + seg / SEGS_PER_ROW;
-        uint ox0 = gl_WorkGroupID.x * TILE_W + (seg % SEGS_PER_ROW) * CM_M;
+        uvec2 pos = seg_at(sg, s);
+        uint oy = gl_WorkGroupID.y * TILE_H + pos.y;
+        uint ox0 = gl_WorkGroupID.x * TILE_W + pos.x * CM_M;
 #ifdef IMAGE_OUT
         // The tail needs all of a pixel's channels (DepthToSpace): a pixel per invocation.
         for (uint i = lane; i < CM_M; i += SUBGROUP) {
