@@ -1,7 +1,7 @@
 //! `render.jitter` end to end on lavapipe with validation on: headless runs are deterministic
 //! with the Halton jitter on (the same frames twice), the jitter does change the frame the
 //! upscaler reads, and the renderer walks the sequence frame by frame and restarts it on a reset
-//! and with a new upscaler.
+//! and with a new upscaler; motion vectors and depth are kept only while something reads them.
 
 mod common;
 
@@ -11,6 +11,7 @@ use glam::Vec2;
 use upscale_demo::app::config::Config;
 use upscale_demo::app::headless::{self, HeadlessArgs, Runner};
 use upscale_demo::game::jitter;
+use upscale_demo::render::composite::DebugView;
 use upscale_demo::upscale::Pattern;
 
 fn config(jitter: &str) -> Config {
@@ -92,4 +93,33 @@ fn the_renderer_walks_the_sequence_and_restarts_it() {
     let mut off = Runner::new(&config("off"), Pattern::Bilinear).unwrap();
     off.frame(0, false).unwrap();
     assert_eq!(off.session.renderer.scene_targets().jitter(), Vec2::ZERO);
+}
+
+/// The scene pass keeps motion vectors and depth only while something reads them: a temporal
+/// upscaler or the debug view. A spatial pattern's frame carries neither.
+#[test]
+fn motion_and_depth_are_kept_only_while_read() {
+    let mut r = Runner::new(&config("auto"), Pattern::Bilinear).unwrap();
+    let kept = |r: &Runner| {
+        let targets = r.session.renderer.scene_targets();
+        let inputs = targets.frame_inputs(false);
+        assert_eq!(inputs.motion.is_some(), targets.keeps_temporal());
+        assert_eq!(inputs.depth.is_some(), targets.keeps_temporal());
+        targets.keeps_temporal()
+    };
+    r.frame(0, false).unwrap();
+    assert!(!kept(&r), "bilinear reads no motion or depth");
+    r.session.renderer.set_debug_view(DebugView::Motion);
+    r.frame(1, false).unwrap();
+    assert!(kept(&r), "the debug view shows them");
+    r.session.renderer.set_debug_view(DebugView::Off);
+    r.frame(2, false).unwrap();
+    assert!(!kept(&r));
+    r.session.switch(Pattern::Taau);
+    r.frame(3, false).unwrap();
+    assert!(kept(&r), "taau reads them");
+    r.session.switch(Pattern::Bilinear);
+    r.frame(4, false).unwrap();
+    assert!(!kept(&r));
+    assert_eq!(r.session.gpu.validation_errors(), 0, "see the log");
 }

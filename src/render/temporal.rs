@@ -79,7 +79,8 @@ impl Renderer {
         self.targets.reset_history();
     }
 
-    /// Sets this frame's jitter and mip bias on the scene targets: jittered while the pattern
+    /// Sets this frame's jitter, mip bias and kept inputs on the scene targets: jittered (and
+    /// motion and depth kept) while the pattern
     /// or the compare view's right side is temporal (`render.jitter = "auto"`), and from the
     /// sequence's start on a frame that resets the history, so that frame is drawn as a fresh
     /// start's first frame is.
@@ -94,6 +95,9 @@ impl Renderer {
         }
         let temporal = pattern.caps().temporal || right_temporal;
         self.temporal.prepare(&mut self.targets, pattern, temporal);
+        // Motion vectors and depth only while something reads them.
+        let keep = temporal || self.debug_view != DebugView::Off;
+        self.targets.set_keep_temporal(keep);
     }
 }
 
