@@ -45,7 +45,7 @@ use crate::gpu::{self, Gpu, Image, ImageDesc, Pipeline};
 use crate::shader;
 
 /// How strongly the output is sharpened (0: not at all, 1: RCAS's strongest).
-pub const SHARPNESS: f32 = 0.5;
+pub const SHARPNESS: f32 = 0.8;
 
 /// Work-group size of both passes (16×16).
 const GROUP: u32 = 16;
