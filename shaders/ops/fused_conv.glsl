@@ -258,20 +258,34 @@ vec3 base_value(uint x, uint y) {
     return r;
 }
 
-// The tail for output pixel (bi, bj) of low-resolution pixel (ox, oy)'s BLOCK × BLOCK.
-void store_tail_at(uint ox, uint oy, uint bi, uint bj, float sums[OC_TILE]) {
-    const uint C = 3u;
+// The conv output channel of colour channel c at output pixel (bi, bj) of a low-resolution
+// pixel's BLOCK × BLOCK (DepthToSpace: CRD or DCR order).
+uint tail_channel(uint c, uint bi, uint bj) {
+    return CRD ? (c * BLOCK * BLOCK + bi * BLOCK + bj) : ((bi * BLOCK + bj) * 3u + c);
+}
+
+// The tail for output pixel (bi, bj) of low-resolution pixel (ox, oy)'s BLOCK × BLOCK, from
+// the sums of its three channels (tail_channel).
+void store_tail_rgb(uint ox, uint oy, uint bi, uint bj, vec3 sums) {
     uint x = ox * BLOCK + bj;
     uint y = oy * BLOCK + bi;
     vec3 base = BASE ? base_value(x, y) : vec3(0.0);
     vec3 v;
-    for (uint c = 0u; c < C; ++c) {
-        uint ch = CRD ? (c * BLOCK * BLOCK + bi * BLOCK + bj) : ((bi * BLOCK + bj) * C + c);
-        float d = conv_out(ch, sums[ch]);
+    for (uint c = 0u; c < 3u; ++c) {
+        float d = conv_out(tail_channel(c, bi, bj), sums[c]);
         v[c] = BASE ? float(sfp(d + base[c])) : d;
     }
     vec3 q = floor(clamp(v, 0.0, 1.0) * 255.0 + 0.5) / 255.0;
     imageStore(frame_out, ivec2(x, y), vec4(q, 1.0));
+}
+
+// The tail for output pixel (bi, bj) of low-resolution pixel (ox, oy)'s BLOCK × BLOCK.
+void store_tail_at(uint ox, uint oy, uint bi, uint bj, float sums[OC_TILE]) {
+    vec3 s;
+    for (uint c = 0u; c < 3u; ++c) {
+        s[c] = sums[tail_channel(c, bi, bj)];
+    }
+    store_tail_rgb(ox, oy, bi, bj, s);
 }
 
 // The tail for one low-resolution pixel: its BLOCK × BLOCK output pixels.

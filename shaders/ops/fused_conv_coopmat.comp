@@ -214,13 +214,20 @@ void main() {
         uint oy = gl_WorkGroupID.y * TILE_H + pos.y;
         uint ox0 = gl_WorkGroupID.x * TILE_W + pos.x * CM_M;
 #ifdef IMAGE_OUT
-        // The tail needs all of a pixel's channels (DepthToSpace): a pixel per invocation.
-        for (uint i = lane; i < CM_M; i += SUBGROUP) {
-            float sums[OC_TILE];
-            [[unroll]] for (uint j = 0u; j < OC_TILE; ++j) {
-                sums[j] = s_out[scratch + i * OC_TILE + j];
+        // The tail: one output pixel of the segment's BLOCK x BLOCK per invocation (the whole
+        // subgroup busy), from the three channels DepthToSpace gives it.
+        for (uint t = lane; t < CM_M * BLOCK * BLOCK; t += SUBGROUP) {
+            uint i = t % CM_M;
+            uint sub = t / CM_M;
+            uint bi = sub / BLOCK;
+            uint bj = sub % BLOCK;
+            if (ox0 + i < p.out_w && oy < p.out_h) {
+                vec3 sums;
+                for (uint c = 0u; c < 3u; ++c) {
+                    sums[c] = s_out[scratch + i * OC_TILE + tail_channel(c, bi, bj)];
+                }
+                store_tail_rgb(ox0 + i, oy, bi, bj, sums);
             }
-            store_pixel(ox0 + i, oy, ob, sums);
         }
 #else
         // The whole subgroup stores: GROUPS invocations per pixel, OC_TILE / GROUPS channels
