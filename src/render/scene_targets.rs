@@ -349,10 +349,12 @@ pub(super) fn depth_attachment(targets: &SceneTargets) -> vk::RenderingAttachmen
                 stencil: 0,
             },
         });
+    if !targets.keep_temporal {
+        // No reader: the depth is dropped after the pass, multisampled or not.
+        return info.store_op(vk::AttachmentStoreOp::DONT_CARE);
+    }
     match &targets.multisampled {
-        None if !targets.keep_temporal => info.store_op(vk::AttachmentStoreOp::DONT_CARE),
         None => info.store_op(vk::AttachmentStoreOp::STORE),
-        Some(_) if !targets.keep_temporal => info.store_op(vk::AttachmentStoreOp::DONT_CARE),
         Some(ms) => info
             .store_op(vk::AttachmentStoreOp::DONT_CARE)
             .resolve_mode(vk::ResolveModeFlags::SAMPLE_ZERO)
