@@ -4,6 +4,10 @@
 //! Layout: `DIR/train/00000_lr.png` + `00000_hr.png`, …, `DIR/val/…` (poses from the held-out
 //! region, see `game::poses` for why the split is spatial) and `DIR/dataset.json` (sizes, seed and
 //! every pose, so a frame can be reproduced or inspected).
+//!
+//! `--sequences N --length K` makes the sequence dataset instead ([`sequences`]): camera
+//! sequences of consecutive jittered frames with motion vectors, depth and the unjittered
+//! reference, for temporal models.
 
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
@@ -16,6 +20,8 @@ use image::ImageEncoder as _;
 use super::config::Config;
 use super::frames::{FrameSource, RawPair};
 use crate::game::poses::{self, Pose, Split};
+
+pub mod sequences;
 
 pub struct DatasetArgs {
     pub out: PathBuf,
