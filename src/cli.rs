@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 
+use upscale_demo::app::dataset::sequences::SequenceArgs as SequenceDatasetArgs;
 use upscale_demo::app::dataset::DatasetArgs;
 use upscale_demo::app::quality::sequence::SequenceArgs;
 use upscale_demo::app::quality::QualityArgs;
@@ -40,7 +41,8 @@ pub(crate) enum Command {
     Headless(HeadlessCli),
     /// One inference of an ONNX model on .pb tensors (ONNX TensorProto), written as .pb.
     RunModel(RunModelCli),
-    /// Render low-res / supersampled PNG pairs of seeded random views (training data).
+    /// Render low-res / supersampled PNG pairs of seeded random views, or (--sequences) camera
+    /// sequences with jitter, motion vectors and depth (training data).
     Dataset(DatasetCli),
     /// PSNR/SSIM of a model (cpu-roundtrip or in-stream), bilinear, bicubic and the native
     /// render vs the supersampled reference on the held-out views.
@@ -158,13 +160,29 @@ pub(crate) struct RunModelCli {
     pub(crate) plan: bool,
 }
 
+// Exactly one of --count (single views) and --sequences: clap says so when neither or both come.
 #[derive(Args)]
+#[command(group(ArgGroup::new("what").required(true).args(["count", "sequences"])))]
 pub(crate) struct DatasetCli {
     #[arg(long)]
     pub(crate) out: PathBuf,
-    /// Training pairs; the held-out val split gets count/8 (at least 4).
+    /// Training pairs of single views; the held-out val split gets count/8 (at least 4).
+    #[arg(
+        long,
+        required_unless_present = "sequences",
+        conflicts_with = "sequences"
+    )]
+    pub(crate) count: Option<u64>,
+    /// Instead of single views: this many training camera sequences of --length consecutive
+    /// frames (jittered colour, motion vectors, depth, unjittered target); the held-out val
+    /// split gets sequences/8 (at least 2).
     #[arg(long)]
-    pub(crate) count: u64,
+    pub(crate) sequences: Option<u64>,
+    /// With --sequences: frames per sequence [default: 32, one jitter period at x2].
+    // `conflicts_with` rather than `requires = "sequences"`: clap let `--count 2 --length 4`
+    // through with `requires` beside the group (seen with clap 4 here).
+    #[arg(long, conflicts_with = "count")]
+    pub(crate) length: Option<u64>,
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
     /// The reference is rendered at this many times the output size, then box-filtered.
@@ -280,13 +298,30 @@ impl From<RunModelCli> for RunModelArgs {
     }
 }
 
-impl From<DatasetCli> for DatasetArgs {
-    fn from(c: DatasetCli) -> Self {
-        DatasetArgs {
-            out: c.out,
-            count: c.count,
-            seed: c.seed,
-            supersample: c.supersample,
+/// What `dataset` was asked to make.
+pub(crate) enum DatasetCommand {
+    Views(DatasetArgs),
+    Sequences(SequenceDatasetArgs),
+}
+
+impl DatasetCli {
+    pub(crate) fn command(self) -> DatasetCommand {
+        match self.sequences {
+            Some(sequences) => DatasetCommand::Sequences(SequenceDatasetArgs {
+                out: self.out,
+                sequences,
+                length: self.length.unwrap_or(32),
+                seed: self.seed,
+                supersample: self.supersample,
+            }),
+            None => DatasetCommand::Views(DatasetArgs {
+                out: self.out,
+                count: self
+                    .count
+                    .expect("clap requires --count without --sequences"),
+                seed: self.seed,
+                supersample: self.supersample,
+            }),
         }
     }
 }

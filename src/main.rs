@@ -19,7 +19,7 @@ use upscale_demo::game::textures;
 use upscale_demo::gpu::Validation;
 use upscale_demo::render::stats::stage_rank;
 
-use cli::{BenchCli, Cli, Command, HeadlessCli, QualityCommand};
+use cli::{BenchCli, Cli, Command, DatasetCommand, HeadlessCli, QualityCommand};
 
 fn main() {
     tracing_subscriber::fmt()
@@ -71,7 +71,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("textures written to {}", g.out.display());
             Ok(())
         }
-        Some(Command::Dataset(d)) => run_dataset(&config, &d.into()),
+        Some(Command::Dataset(d)) => match d.command() {
+            DatasetCommand::Views(args) => run_dataset(&config, &args),
+            DatasetCommand::Sequences(args) => run_sequence_dataset(&config, &args),
+        },
         Some(Command::Quality(q)) => match q.command()? {
             QualityCommand::Still(args) => run_quality(&config, &args),
             QualityCommand::Sequence(args) => run_quality_sequence(&config, &args),
@@ -201,6 +204,30 @@ fn run_dataset(config: &Config, args: &DatasetArgs) -> anyhow::Result<()> {
          {} on {}, validation errors {}",
         s.train.len(),
         s.val.len(),
+        s.render_size[0],
+        s.render_size[1],
+        s.msaa,
+        s.output_size[0],
+        s.output_size[1],
+        s.supersample,
+        args.out.display(),
+        s.device,
+        s.validation_errors
+    );
+    Ok(())
+}
+
+fn run_sequence_dataset(
+    config: &Config,
+    args: &dataset::sequences::SequenceArgs,
+) -> anyhow::Result<()> {
+    let s = dataset::sequences::run(config, args)?;
+    println!(
+        "{} train + {} val sequences of {} frames ({}x{} (msaa {}), jittered, with motion and \
+         depth -> {}x{}, reference {}x supersampled) in {} on {}, validation errors {}",
+        s.train.len(),
+        s.val.len(),
+        s.length,
         s.render_size[0],
         s.render_size[1],
         s.msaa,

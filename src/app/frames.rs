@@ -7,16 +7,24 @@
 //! light: the scene image is display-encoded (sRGB-like), and averaging encoded values would
 //! darken thin bright features (orbs, fence wires against the sky) compared with what a camera
 //! with a real pixel footprint would see.
+//!
+//! A *temporal* source ([`FrameSource::temporal`], the sequence dataset) draws the
+//! low-resolution frame as the game draws it for a temporal upscaler (`taau`): with the
+//! renderer's Halton jitter, restarted by [`FrameSource::start_sequence`], textures sampled with
+//! the upscaler-input mip bias, and the motion vectors and depth read back beside it. The
+//! reference stays unjittered.
 
 use std::mem::ManuallyDrop;
 
 use anyhow::Context as _;
 use ash::vk;
+use glam::Vec2;
 
 use super::config::Config;
 use super::paths;
 use super::session::check_msaa;
 use crate::game::camera::Camera;
+use crate::game::jitter::{self, Jitter};
 use crate::game::poses::Pose;
 use crate::game::{textures, world::World};
 use crate::gpu::{Gpu, Validation};
@@ -39,6 +47,8 @@ pub struct FrameSource {
     supersample: u32,
     /// Offscreen has a third target at output size (see [`FramePair::native`]).
     native: bool,
+    /// The jitter sequence of a temporal source ([`FrameSource::temporal`]).
+    jitter: Option<Jitter>,
     pub render: (u32, u32),
     pub output: (u32, u32),
     /// Samples per pixel of the scene pass, at both sizes (`render.msaa`).
@@ -50,16 +60,33 @@ pub struct FrameSource {
 impl FrameSource {
     /// Sizes from `config` (`render.*`); the reference is rendered at `supersample ×` output.
     pub fn new(config: &Config, supersample: u32) -> anyhow::Result<Self> {
-        Self::create(config, supersample, false)
+        Self::create(config, supersample, false, false)
     }
 
     /// As [`FrameSource::new`], and each view is also rendered at output size without
     /// supersampling ([`FramePair::native`]) when `supersample` > 1 (at 1 that is the reference).
     pub fn with_native(config: &Config, supersample: u32) -> anyhow::Result<Self> {
-        Self::create(config, supersample, supersample > 1)
+        Self::create(config, supersample, supersample > 1, false)
     }
 
-    fn create(config: &Config, supersample: u32, native: bool) -> anyhow::Result<Self> {
+    /// As [`FrameSource::new`], but the low-resolution frame is a temporal upscaler's input
+    /// (see the module doc): render with [`FrameSource::render_temporal`].
+    pub fn temporal(config: &Config, supersample: u32) -> anyhow::Result<Self> {
+        let mut source = Self::create(config, supersample, false, true)?;
+        let (render, output) = (source.render, source.output);
+        // The renderer's period for this scale (`render::temporal`): 8 x scale^2 frames.
+        let scale = output.0 as f32 / render.0 as f32;
+        source.jitter = Some(Jitter::new(jitter::sequence_len(scale)));
+        source.offscreen.read_back_temporal(&source.gpu)?;
+        Ok(source)
+    }
+
+    fn create(
+        config: &Config,
+        supersample: u32,
+        native: bool,
+        temporal: bool,
+    ) -> anyhow::Result<Self> {
         anyhow::ensure!(
             (1..=4).contains(&supersample),
             "--supersample {supersample}: allowed 1 to 4 (4 already renders 16 samples per pixel)"
@@ -86,7 +113,9 @@ impl FrameSource {
         if native {
             sizes.push(extent(output));
         }
-        let mip_bias = if config.render.upscale_mip_bias {
+        // The game samples a jittered frame's textures with the bias whatever
+        // `render.upscale_mip_bias` says (`render::temporal`).
+        let mip_bias = if config.render.upscale_mip_bias || temporal {
             crate::render::upscale_mip_bias(render.0, output.0)
         } else {
             0.0
@@ -99,6 +128,7 @@ impl FrameSource {
             world,
             supersample,
             native,
+            jitter: None,
             render,
             output,
             msaa,
@@ -144,6 +174,52 @@ impl FrameSource {
             big_size: (big.width, big.height),
             factor: self.supersample,
             native,
+        })
+    }
+}
+
+/// One frame of a sequence from a temporal source: the jittered low-resolution colour and the
+/// unjittered reference (in `raw`), and the low-resolution frame's motion vectors and depth.
+pub struct TemporalFrame {
+    pub raw: RawPair,
+    /// Per render pixel, row-major: (x, y) in render pixels, `game::motion`'s convention
+    /// (current − previous position, +y down, unjittered); zero on a sequence's first frame.
+    pub motion: Vec<half::f16>,
+    /// Per render pixel, row-major: the depth-buffer value (0 near plane .. 1 far plane / sky);
+    /// with MSAA the first sample's.
+    pub depth: Vec<f32>,
+    /// The sub-pixel offset the low-resolution frame was drawn with, in render pixels.
+    pub jitter: Vec2,
+}
+
+impl FrameSource {
+    /// A new sequence: the jitter sequence restarts and the next frame has zero motion, as in
+    /// the game after a history reset.
+    pub fn start_sequence(&mut self) {
+        if let Some(j) = &mut self.jitter {
+            j.reset();
+        }
+        self.offscreen.reset_history();
+    }
+
+    /// Renders the next frame of the sequence: `camera` at animation time `time`, jittered by
+    /// the sequence's next offset. Only for a source made by [`FrameSource::temporal`].
+    pub fn render_temporal(&mut self, camera: Camera, time: f32) -> anyhow::Result<TemporalFrame> {
+        let jitter = self
+            .jitter
+            .as_mut()
+            .context("render_temporal needs a source made by FrameSource::temporal")?
+            .next();
+        self.offscreen.set_jitter(0, jitter);
+        let raw = self.render_view(camera, time)?;
+        let halves = self.offscreen.motion().context("no motion readback")?;
+        let depth = self.offscreen.depth().context("no depth readback")?;
+        Ok(TemporalFrame {
+            raw,
+            // Mapped readbacks start at the allocation's (at least 4-byte) alignment.
+            motion: bytemuck::cast_slice(halves).to_vec(),
+            depth: bytemuck::cast_slice(depth).to_vec(),
+            jitter,
         })
     }
 }

@@ -1,7 +1,9 @@
-//! Held-out camera *sequences* for measuring upscalers in motion (`quality --sequence`): the
-//! scripted fly-through, and seeded random walks that stay inside the held-out cells of
-//! [`super::poses`], each starting at a held-out view of the same seed. The animation clock runs
-//! at [`FRAME_DT`] per frame, so the wheels spin and the orbs float between frames as in the game.
+//! Camera *sequences*: held-out ones for measuring upscalers in motion (`quality --sequence`, the
+//! sequence dataset's val split): the scripted fly-through, and seeded random walks that stay
+//! inside the held-out cells of [`super::poses`], each starting at a held-out view of the same
+//! seed; and the same kind of walk through the training region for the sequence dataset's train
+//! split ([`training`]). The animation clock runs at [`FRAME_DT`] per frame, so the wheels spin
+//! and the orbs float between frames as in the game.
 //!
 //! Pure and deterministic: the same (seed, count, frames) always gives the same cameras.
 
@@ -33,6 +35,8 @@ pub enum Kind {
     Scripted,
     /// A random walk inside one held-out cell.
     Walk,
+    /// A random walk through the training region (the sequence dataset's train split).
+    TrainWalk,
 }
 
 /// One camera sequence: a pose per frame (animation time included) and the field of view.
@@ -88,15 +92,32 @@ pub fn scripted(frames: u64) -> Sequence {
     }
 }
 
+/// `count` walks of `frames` frames through the training region: walk k starts at training view
+/// k of `seed` (`poses::pose`) and, like the held-out walks, turns around rather than step out
+/// of its region, so no frame stands in or within `poses::MARGIN` of a held-out cell.
+pub fn training(world: &World, seed: u64, count: u64, frames: u64) -> Vec<Sequence> {
+    (0..count)
+        .map(|k| walk_in(world, Split::Train, seed, k, frames))
+        .collect()
+}
+
 /// A walk from held-out view `index` of `seed`: steady speed, a steady turn with a sway on top
 /// and a slow nod of the pitch; a step that would leave the held-out region (or walk into a
 /// prop) turns the walk around instead, so every frame stands where held-out views stand.
 pub fn walk(world: &World, seed: u64, index: u64, frames: u64) -> Sequence {
-    let start = poses::pose(world, Split::Val, seed, index);
-    let mut rng = Pcg32::new(
-        seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15),
-        0x5741_4c4b_0000_0003,
-    );
+    walk_in(world, Split::Val, seed, index, frames)
+}
+
+/// [`walk`] from view `index` of `split` for `seed`, staying in that split's region.
+fn walk_in(world: &World, split: Split, seed: u64, index: u64, frames: u64) -> Sequence {
+    let start = poses::pose(world, split, seed, index);
+    // Separate streams per split, as the poses have: the held-out walks keep the stream they
+    // always had (quality --sequence's figures stay comparable).
+    let stream = match split {
+        Split::Val => 0x5741_4c4b_0000_0003,
+        Split::Train => 0x5457_414c_4b00_0004,
+    };
+    let mut rng = Pcg32::new(seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15), stream);
     let speed = rng.random_range(SPEED.0..SPEED.1);
     let turn = rng.random_range(-TURN..TURN);
     let sway_phase = rng.random_range(0.0..TAU);
@@ -120,16 +141,20 @@ pub fn walk(world: &World, seed: u64, index: u64, frames: u64) -> Sequence {
         let step = Vec2::new(dir.sin(), -dir.cos()) * speed * FRAME_DT;
         let next = ground + step;
         let inside =
-            poses::region(next) == Some(Split::Val) && !world.near_obstacle(next, PROP_CLEARANCE);
+            poses::region(next) == Some(split) && !world.near_obstacle(next, PROP_CLEARANCE);
         if inside {
             ground = next;
         } else {
             heading += PI;
         }
     }
+    let (name, kind) = match split {
+        Split::Val => (format!("walk {}", index + 1), Kind::Walk),
+        Split::Train => (format!("train walk {}", index + 1), Kind::TrainWalk),
+    };
     Sequence {
-        name: format!("walk {}", index + 1),
-        kind: Kind::Walk,
+        name,
+        kind,
         fov_y: world.camera.fov_y,
         frames: out,
     }
@@ -169,6 +194,30 @@ mod tests {
                 assert!(turn.abs() < 0.05, "{}: {turn} rad in a frame", s.name);
                 assert!((b.time - a.time - FRAME_DT).abs() < 1e-4);
             }
+        }
+    }
+
+    /// No training frame stands in a held-out cell or within the margin of one, whatever the
+    /// seed: the sequence dataset's split is as clean as the single-frame one.
+    #[test]
+    fn training_walks_never_enter_the_held_out_cells() {
+        let w = World::new(7);
+        for seed in [1, 2, 3] {
+            let walks = training(&w, seed, 12, 240);
+            assert_eq!(walks, training(&w, seed, 12, 240), "deterministic");
+            for (k, s) in walks.iter().enumerate() {
+                assert_eq!(s.kind, Kind::TrainWalk);
+                assert_eq!(s.frames[0], poses::pose(&w, Split::Train, seed, k as u64));
+                for pair in s.frames.windows(2) {
+                    let ground = Vec2::new(pair[1].pos[0], pair[1].pos[2]);
+                    assert_eq!(poses::region(ground), Some(Split::Train), "{}", s.name);
+                    let step = Vec2::new(pair[1].pos[0], pair[1].pos[2])
+                        - Vec2::new(pair[0].pos[0], pair[0].pos[2]);
+                    assert!(step.length() <= SPEED.1 * FRAME_DT + 1e-5, "{}", s.name);
+                }
+            }
+            // The walks do move (a walk stuck at its start would make a still sequence).
+            assert!(walks.iter().all(|s| s.frames[0].pos != s.frames[239].pos));
         }
     }
 }

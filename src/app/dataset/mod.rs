@@ -4,6 +4,10 @@
 //! Layout: `DIR/train/00000_lr.png` + `00000_hr.png`, …, `DIR/val/…` (poses from the held-out
 //! region, see `game::poses` for why the split is spatial) and `DIR/dataset.json` (sizes, seed and
 //! every pose, so a frame can be reproduced or inspected).
+//!
+//! `--sequences N --length K` makes the sequence dataset instead ([`sequences`]): camera
+//! sequences of consecutive jittered frames with motion vectors, depth and the unjittered
+//! reference, for temporal models.
 
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
@@ -16,6 +20,8 @@ use image::ImageEncoder as _;
 use super::config::Config;
 use super::frames::{FrameSource, RawPair};
 use crate::game::poses::{self, Pose, Split};
+
+pub mod sequences;
 
 pub struct DatasetArgs {
     pub out: PathBuf,
@@ -57,31 +63,13 @@ pub fn run(config: &Config, args: &DatasetArgs) -> anyhow::Result<DatasetSummary
         args.seed,
         poses::val_count(args.count),
     );
-    // Rendering is one thread on the GPU; the box filter and PNG encoding dominate on the host,
-    // so they run on worker threads while the next view renders.
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
-    let (tx, rx) = mpsc::sync_channel::<Job>(workers * 2);
-    let rx = Arc::new(Mutex::new(rx));
-    std::thread::scope(|scope| -> anyhow::Result<()> {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                let rx = Arc::clone(&rx);
-                scope.spawn(move || write_jobs(&rx))
-            })
-            .collect();
-        // Only the writers hold the queue now: if they all stop on errors, `send` fails.
-        drop(rx);
-        let rendered = render_views(
+    with_writers(write_job, |tx| {
+        render_views(
             &mut source,
             &args.out,
             [(Split::Val, &val), (Split::Train, &train)],
-            &tx,
-        );
-        drop(tx);
-        for handle in handles {
-            handle.join().expect("dataset writer panicked")?;
-        }
-        rendered
+            tx,
+        )
     })?;
     let summary = DatasetSummary {
         seed: args.seed,
@@ -134,20 +122,57 @@ fn render_views(
     Ok(())
 }
 
-fn write_jobs(rx: &Mutex<mpsc::Receiver<Job>>) -> anyhow::Result<()> {
+/// Runs `render` on this thread while worker threads run `write` on every job it queues.
+/// Rendering is one thread on the GPU; the box filter and the encoding dominate on the host, so
+/// they run on the workers while the next view renders. The first error (of `render` or of a
+/// writer) is returned once every thread stopped.
+fn with_writers<J: Send>(
+    write: fn(J) -> anyhow::Result<()>,
+    render: impl FnOnce(&mpsc::SyncSender<J>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+    let (tx, rx) = mpsc::sync_channel::<J>(workers * 2);
+    let rx = Arc::new(Mutex::new(rx));
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                let rx = Arc::clone(&rx);
+                scope.spawn(move || write_jobs(&rx, write))
+            })
+            .collect();
+        // Only the writers hold the queue now: if they all stop on errors, `send` fails.
+        drop(rx);
+        let rendered = render(&tx);
+        drop(tx);
+        for handle in handles {
+            handle.join().expect("dataset writer panicked")?;
+        }
+        rendered
+    })
+}
+
+fn write_jobs<J>(
+    rx: &Mutex<mpsc::Receiver<J>>,
+    write: fn(J) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     loop {
         // The guard is a temporary of this statement: the lock is released before the work.
         let job = match rx.lock().expect("dataset queue poisoned").recv() {
             Ok(job) => job,
             Err(_) => return Ok(()),
         };
-        let pair = job.raw.finish();
-        let stem = format!("{:05}", job.index);
-        for (suffix, img) in [("lr", &pair.lr), ("hr", &pair.hr)] {
-            let path = job.dir.join(format!("{stem}_{suffix}.png"));
-            save_training_png(&path, img)?;
-        }
+        write(job)?;
     }
+}
+
+fn write_job(job: Job) -> anyhow::Result<()> {
+    let pair = job.raw.finish();
+    let stem = format!("{:05}", job.index);
+    for (suffix, img) in [("lr", &pair.lr), ("hr", &pair.hr)] {
+        let path = job.dir.join(format!("{stem}_{suffix}.png"));
+        save_training_png(&path, img)?;
+    }
+    Ok(())
 }
 
 /// Writes an opaque RGB PNG with the `Up` filter on every row: tools/train/ decodes it with
