@@ -35,6 +35,10 @@ layout(constant_id = 10) const uint COORD = 0u;
 layout(constant_id = 11) const bool IN_BLOCKED = false;
 layout(constant_id = 12) const bool RES_BLOCKED = false;
 layout(constant_id = 13) const bool OUT_BLOCKED = false;
+// The residual binding holds a tensor to add to the input as it is staged (the Add that
+// produced the input, fused into its reader; never with RESIDUAL, whose binding it uses, and
+// its layout is RES_BLOCKED). (14..22 are the matrix kernel's.)
+layout(constant_id = 23) const bool IN_ADD = false;
 
 const uint OC_TILE = 16u;
 const uint TILE_ROWS = TILE_H + KH - 1u;
@@ -64,6 +68,9 @@ layout(set = 0, binding = 0) restrict readonly buffer XQ { uvec4 xq[]; };
 #endif
 layout(set = 0, binding = 2) restrict readonly buffer B { sfp bias[]; };
 layout(set = 0, binding = 3) restrict readonly buffer R { sfp residual[]; };
+#ifdef FP16
+layout(set = 0, binding = 3) restrict readonly buffer RQ { uvec4 rq[]; };
+#endif
 #ifdef IMAGE_OUT
 layout(set = 0, binding = 4, rgba8) uniform writeonly image2D frame_out;
 layout(set = 0, binding = 5) uniform sampler2D frame_base;
@@ -112,6 +119,8 @@ void stage_blocked16(uint c0, uint lid) {
     const uint plane = TILE_ROWS * TILE_COLS;
     uint plane_in = p.in_h * p.in_w;
     uvec4 raw[STAGE_PER][2];
+    // IN_ADD: the added tensor's values at the same places (also in blocks: see stage_chunk).
+    uvec4 add[STAGE_PER][2];
     [[unroll]] for (uint i = 0u; i < STAGE_PER; ++i) {
         uint r = lid + i * STAGE_THREADS;
         int iy = iy0 + int(r / TILE_COLS);
@@ -120,6 +129,10 @@ void stage_blocked16(uint c0, uint lid) {
         uint at8 = inside ? tensor_index(true, c0, uint(iy) * p.in_w + uint(ix), plane_in) / 8u : 0u;
         raw[i][0] = inside ? xq[at8] : uvec4(0u);
         raw[i][1] = inside ? xq[at8 + 1u] : uvec4(0u);
+        if (IN_ADD) {
+            add[i][0] = inside ? rq[at8] : uvec4(0u);
+            add[i][1] = inside ? rq[at8 + 1u] : uvec4(0u);
+        }
     }
     [[unroll]] for (uint i = 0u; i < STAGE_PER; ++i) {
         uint r = lid + i * STAGE_THREADS;
@@ -127,8 +140,14 @@ void stage_blocked16(uint c0, uint lid) {
             sfp v[CHUNK];
             [[unroll]] for (uint e = 0u; e < 16u; ++e) {
                 f16vec2 h = unpackFloat2x16(raw[i][e / 8u][(e % 8u) / 2u]);
+                sfp x = h[e % 2u];
+                if (IN_ADD) {
+                    // As the unfused Add computes it (binary.comp): in fp32, then stored.
+                    f16vec2 a = unpackFloat2x16(add[i][e / 8u][(e % 8u) / 2u]);
+                    x = sfp(float(x) + float(a[e % 2u]));
+                }
                 // A block's channels past the last hold no value (zero them).
-                v[e] = c0 + e < p.ic ? h[e % 2u] : sfp(0.0);
+                v[e] = c0 + e < p.ic ? x : sfp(0.0);
             }
 #ifdef STAGE_VEC4
             [[unroll]] for (uint q = 0u; q < CHUNK / 4u; ++q) {
@@ -147,7 +166,7 @@ void stage_blocked16(uint c0, uint lid) {
 
 void stage_chunk(uint c0, uint lid) {
 #if defined(FP16) && !defined(IMAGE_IN)
-    if (IN_BLOCKED && CHUNK == 16u) {
+    if (IN_BLOCKED && CHUNK == 16u && (!IN_ADD || RES_BLOCKED)) {
         stage_blocked16(c0, lid);
         return;
     }
@@ -207,6 +226,16 @@ void stage_chunk(uint c0, uint lid) {
                 v[c] = sfp(0.0);
                 if (inside && c0 + c < p.ic) {
                     v[c] = x[tensor_index(IN_BLOCKED, c0 + c, at, plane_in)];
+                }
+            }
+        }
+        if (IN_ADD) {
+            // As the unfused Add computes it (binary.comp): in fp32, then stored; zero
+            // outside the image and past the last channel, as the Add's output is there.
+            [[unroll]] for (uint c = 0u; c < CHUNK; ++c) {
+                if (inside && c0 + c < p.ic) {
+                    float a = float(residual[tensor_index(RES_BLOCKED, c0 + c, at, plane_in)]);
+                    v[c] = sfp(float(v[c]) + a);
                 }
             }
         }

@@ -221,6 +221,10 @@ pub struct Fusion {
     pub image_in: bool,
     /// A tensor added to the conv's activated output.
     pub residual: Option<TensorId>,
+    /// A tensor added to the conv's input as the tile is staged: the Add that produced the
+    /// input, fused into its reader instead of its writer (never with `residual`: both use
+    /// the same binding).
+    pub input_add: Option<TensorId>,
     pub tail: Option<Tail>,
     /// Graph nodes this op runs, for the plan's report.
     pub nodes: Vec<String>,
@@ -285,7 +289,12 @@ impl FusedConv {
         if !fusion.image_in {
             inputs.push(x);
         }
+        assert!(
+            fusion.residual.is_none() || fusion.input_add.is_none(),
+            "a fused conv takes a residual or an input Add, not both"
+        );
         inputs.extend(fusion.residual);
+        inputs.extend(fusion.input_add);
         FusedConv {
             label,
             io: Io { inputs, outputs },
@@ -367,6 +376,14 @@ impl FusedConv {
                 .map(|v| v as u32),
             );
         }
+        if spec.len() < 23 {
+            // The packed kernel: none of the matrix kernel's 14..21, and TAP_GROUP (22),
+            // which fused_conv.glsl declares for both, is 1 there.
+            spec.resize(22, 0);
+            spec.push(t.tap_group as u32);
+        }
+        // IN_ADD is constant 23 in both kernels.
+        spec.push(self.fusion.input_add.is_some() as u32);
         spec
     }
 
@@ -466,7 +483,11 @@ impl Op for FusedConv {
 
     fn set_layouts(&mut self, blocked: &dyn Fn(TensorId) -> bool) {
         let input = !self.fusion.image_in && blocked(self.io.inputs[0]);
-        let residual = self.fusion.residual.is_some_and(blocked);
+        let residual = self
+            .fusion
+            .residual
+            .or(self.fusion.input_add)
+            .is_some_and(blocked);
         let output = self.fusion.tail.is_none() && blocked(self.io.outputs[0]);
         self.blocked = [input, residual, output];
     }
@@ -482,7 +503,11 @@ impl Op for FusedConv {
         } else {
             bytes_of(self.io.inputs[0])
         };
-        let residual = self.fusion.residual.map_or(0, bytes_of);
+        let residual = self
+            .fusion
+            .residual
+            .or(self.fusion.input_add)
+            .map_or(0, bytes_of);
         let params = (self.weights.len() + self.bias.len()) as u64 * elem;
         let output = match self.fusion.tail {
             Some(t) => {
@@ -521,7 +546,10 @@ impl Op for FusedConv {
             Binding::StorageBuffer(rec.tensor(self.io.inputs[0]))
         };
         // Unused bindings still need a valid buffer: the weights stand in (read-only).
-        let residual = f.residual.map_or(gpu.weights.raw, |r| rec.tensor(r));
+        let residual = f
+            .residual
+            .or(f.input_add)
+            .map_or(gpu.weights.raw, |r| rec.tensor(r));
         let mut bindings = vec![
             input,
             Binding::StorageBuffer(gpu.weights.raw),

@@ -1,8 +1,10 @@
 //! Fusion across ops (the fast path): a stride-1 Conv becomes one FusedConv with its
 //! activation, the residual Add that follows it, and, when the graph's input and output are
 //! the frame's images, the pre-process (the conv reads the scene image) and the tail
-//! (DepthToSpace, + the bilinear Resize of the input, written as the upscaled image). What a
-//! chain cannot fuse stays one dispatch per op, with the reason in the plan's notes.
+//! (DepthToSpace, + the bilinear Resize of the input, written as the upscaled image). A
+//! residual Add whose only reader is a conv that fuses goes to that reader instead: it adds
+//! the two tensors as it stages its input tile (see `input_add_reader`). What a chain cannot
+//! fuse stays one dispatch per op, with the reason in the plan's notes.
 
 use std::collections::{HashMap, HashSet};
 
@@ -125,6 +127,29 @@ impl<'g> Builder<'g> {
     pub(super) fn fused_conv(&mut self, i: usize, index: usize) -> Result<Option<Built>> {
         let graph = self.graph;
         let node = &graph.nodes[i];
+        // The Add that produced this conv's input, left to it by the conv that wrote one of
+        // its operands: the input is then that operand, and the other is added in staging.
+        let input_add = self.input_adds.remove(&node.input[0]);
+        if let Some((_, mine, _)) = &input_add {
+            self.alias.insert(node.input[0].clone(), mine.clone());
+        }
+        let built = self.fused_conv_with(i, index, input_add.as_ref())?;
+        if let (None, Some((add, _, _))) = (&built, input_add) {
+            // Not fused after all (fused_conv_with refused it): the Add runs on its own.
+            self.alias.remove(&node.input[0]);
+            self.build_deferred(add)?;
+        }
+        Ok(built)
+    }
+
+    fn fused_conv_with(
+        &mut self,
+        i: usize,
+        index: usize,
+        input_add: Option<&(usize, String, String)>,
+    ) -> Result<Option<Built>> {
+        let graph = self.graph;
+        let node = &graph.nodes[i];
         let act_fusion = self.fusion(node)?;
         let ctx = self.ctx(node, vec![], act_fusion.as_ref().map(|f| f.1.clone()));
         let parts = Parts::of(&ctx)?;
@@ -150,6 +175,13 @@ impl<'g> Builder<'g> {
             ..Fusion::default()
         };
         let mut types = vec![node.op_type.clone()];
+        if let Some((_, _, other)) = input_add {
+            let Arg::Tensor { id, .. } = self.resolve(other) else {
+                return Ok(None);
+            };
+            fusion.input_add = Some(id);
+            types.insert(0, "Add".into());
+        }
         let mut last = node;
         let mut absorbed = Vec::new();
         let act = act_fusion.as_ref().map_or(Activation::NONE, |(n, f)| {
@@ -159,11 +191,28 @@ impl<'g> Builder<'g> {
             f.act
         });
         let shape = vec![1, g.out_c, g.out_h, g.out_w];
-        if let Some((add, residual)) = self.residual_add(last, &shape) {
-            fusion.residual = Some(residual);
-            types.push("Add".into());
-            last = &graph.nodes[add];
-            absorbed.push(add);
+        let residual = self
+            .residual_add(last, &shape)
+            .filter(|_| fusion.input_add.is_none());
+        if let Some((add, residual, other)) = residual {
+            if self.input_add_reader(add, &shape) {
+                // The reader adds it while staging. Measured on the H100 (quality_x2 fp16,
+                // 960x540): conv7 0.055 -> 0.029 ms, its reader conv8 0.070 -> 0.080, the
+                // network 0.320 -> 0.302 (docs/bench/h100/engine-2026-12-06-input-add/).
+                let a = &graph.nodes[add];
+                self.input_adds
+                    .insert(a.output[0].clone(), (add, last.output[0].clone(), other));
+                self.done.insert(add);
+                self.notes.push(format!(
+                    "{name}: the residual Add \"{}\" is added by the conv that reads it, as it stages its input",
+                    a.name
+                ));
+            } else {
+                fusion.residual = Some(residual);
+                types.push("Add".into());
+                last = &graph.nodes[add];
+                absorbed.push(add);
+            }
         }
         let mut out_shape = shape;
         if self.options.frame_io {
@@ -209,8 +258,8 @@ impl<'g> Builder<'g> {
     }
 
     /// The Add that is `last`'s only reader, with a computed tensor of the conv output's
-    /// `shape` as its other operand: (the Add node, that tensor).
-    fn residual_add(&self, last: &NodeProto, shape: &[usize]) -> Option<(usize, TensorId)> {
+    /// `shape` as its other operand: (the Add node, that tensor, its name).
+    fn residual_add(&self, last: &NodeProto, shape: &[usize]) -> Option<(usize, TensorId, String)> {
         let add = self.sole_consumer(last)?;
         let node = &self.graph.nodes[add];
         if !is(node, "Add") || !node.attribute.is_empty() || node.input.len() != 2 {
@@ -223,8 +272,32 @@ impl<'g> Builder<'g> {
             _ => return None,
         };
         match self.resolve(other) {
-            Arg::Tensor { id, shape: s } if s == shape => Some((add, id)),
+            Arg::Tensor { id, shape: s } if s == shape => Some((add, id, other.clone())),
             _ => None,
+        }
+    }
+
+    /// Whether Add node `add` (of tensors of `shape`) has one reader, a conv taking it as its
+    /// input that will fuse (stride 1, a tile that fits), so that the conv can add the two
+    /// operands as it stages its input tile. The conv that writes one operand then stores
+    /// its plain output, and the Add's result is never stored.
+    fn input_add_reader(&self, add: usize, shape: &[usize]) -> bool {
+        let node = &self.graph.nodes[add];
+        let Some(c) = self.sole_consumer(node) else {
+            return false;
+        };
+        let conv = &self.graph.nodes[c];
+        let out = &node.output[0];
+        if !is(conv, "Conv") || conv.input.first() != Some(out) || conv.input[1..].contains(out) {
+            return false;
+        }
+        let ctx = self.ctx(conv, vec![], None);
+        let Ok(Some(w)) = ctx.constant(1) else {
+            return false;
+        };
+        match Geometry::resolve(&ctx.attrs, shape, &w.shape) {
+            Ok(g) => fused_conv::eligible(&g) && self.kernel_for(&g, false).is_some(),
+            Err(_) => false,
         }
     }
 

@@ -321,6 +321,9 @@ struct Builder<'g> {
     deferred: HashSet<usize>,
     /// Nodes already built or absorbed.
     done: HashSet<usize>,
+    /// Adds left to the conv that reads them (fusion.rs): the Add's output name → (the Add
+    /// node, its operand the writer conv computes, its other operand).
+    input_adds: HashMap<String, (usize, String, String)>,
     notes: Vec<String>,
     tensors: Vec<TensorInfo>,
     ids: HashMap<String, TensorId>,
@@ -349,6 +352,7 @@ impl<'g> Builder<'g> {
             options,
             deferred,
             done: HashSet::new(),
+            input_adds: HashMap::new(),
             notes: Vec::new(),
             tensors: Vec::new(),
             ids: HashMap::new(),
