@@ -210,12 +210,14 @@ class CollapsibleNet(torch.nn.Module):
     long_skip = True
     _identities = {}
 
-    def __init__(self, arch: str):
+    def __init__(self, arch: str, layers=None, leaky=None, expand=None):
+        """`layers`, `leaky` and `expand` default to ARCHS, LEAKY and COLLAPSIBLE of `arch`
+        (the temporal nets of temporal.py give their own)."""
         super().__init__()
         self.arch = arch
-        self.layers = ARCHS[arch]
-        self.leaky = LEAKY[arch]
-        expand = COLLAPSIBLE[arch]
+        self.layers = ARCHS[arch] if layers is None else layers
+        self.leaky = LEAKY[arch] if leaky is None else leaky
+        expand = COLLAPSIBLE[arch] if expand is None else expand
         self.expand = torch.nn.ModuleList()
         self.project = torch.nn.ModuleList()
         for i, (cin, cout, k, d, g) in enumerate(map(layer, self.layers)):

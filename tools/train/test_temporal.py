@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Quick CPU checks of tools/train/temporal.py (no GPU): python3 tools/train/test_temporal.py
+
+- the warp is the identity without motion, moves by the motion, reads the motion of the render
+  pixel the jitter names, and commutes with the training's mirror;
+- space-to-depth is DepthToSpace "CRD"'s inverse;
+- the export (five inputs, engine op set) matches the torch net in ONNX Runtime;
+- a short training on a generated sequence dataset runs, scores and writes model and metrics.
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import temporal  # noqa: E402
+
+
+def test_warp_identity_and_shift():
+    torch.manual_seed(0)
+    prev = torch.rand(2, 3, 16, 20)
+    still = torch.zeros(2, 2, 8, 10)
+    jitter = torch.tensor([[0.3, -0.2], [-0.45, 0.1]])
+    assert torch.allclose(temporal.warp(prev, still, jitter), prev, atol=1e-6)
+    # Content moved right by 1.5 render pixels = 3 output pixels: this frame's pixel x shows
+    # what the previous one showed at x - 3.
+    motion = torch.zeros(2, 2, 8, 10)
+    motion[:, 0] = 1.5
+    got = temporal.warp(prev, motion, jitter)
+    assert torch.allclose(got[..., 3:], prev[..., :-3], atol=1e-6)
+    # Off the left edge: clamped to the edge column.
+    assert torch.allclose(got[..., 0], prev[..., 0], atol=1e-6)
+    # Half an output pixel: the mean of two neighbours.
+    motion[:, 0] = 0.25
+    got = temporal.warp(prev, motion, jitter)
+    assert torch.allclose(got[..., 1:], 0.5 * (prev[..., 1:] + prev[..., :-1]), atol=1e-6)
+
+
+def test_warp_reads_the_motion_of_the_jittered_pixel():
+    # Output pixel 5 (centre 5.5) is render position 2.75: render pixel 2 with no jitter,
+    # pixel 3 with jitter +0.3; only pixel 3 moves.
+    prev = torch.arange(12, dtype=torch.float32).view(1, 1, 1, 12).expand(1, 3, 2, 12).contiguous()
+    motion = torch.zeros(1, 2, 1, 6)
+    motion[0, 0, 0, 3] = 1.0
+    plain = temporal.warp(prev, motion, torch.tensor([[0.0, 0.0]]))
+    jittered = temporal.warp(prev, motion, torch.tensor([[0.3, 0.0]]))
+    assert plain[0, 0, 0, 5] == 5.0, plain[0, 0, 0]
+    assert jittered[0, 0, 0, 5] == 3.0, jittered[0, 0, 0]
+
+
+def test_warp_commutes_with_the_mirror():
+    torch.manual_seed(1)
+    prev = torch.rand(1, 3, 12, 16)
+    motion = 2.0 * torch.randn(1, 2, 6, 8)
+    jitter = torch.tensor([[0.2, -0.3]])
+    mirrored = temporal.warp(prev.flip(-1), torch.stack([-motion[:, 0], motion[:, 1]], 1).flip(-1),
+                             jitter * torch.tensor([[-1.0, 1.0]]))
+    assert torch.allclose(mirrored, temporal.warp(prev, motion, jitter).flip(-1), atol=1e-5)
+
+
+def test_space_to_depth_inverts_depth_to_space():
+    x = torch.rand(1, 3, 6, 8)
+    s2d = temporal.space_to_depth(x)
+    assert s2d.shape == (1, 12, 3, 4)
+    # Channel c*4 + i*2 + j holds pixel (2y + i, 2x + j) of colour c.
+    assert s2d[0, 1 * 4 + 1 * 2 + 0, 2, 3] == x[0, 1, 5, 6]
+    assert torch.equal(torch.nn.functional.pixel_shuffle(s2d, 2), x)
+
+
+def test_export_matches_torch():
+    torch.manual_seed(0)
+    for arch in temporal.ARCHS:
+        net = temporal.TemporalNet(arch)
+        with torch.no_grad():
+            for p in net.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        model = temporal.to_onnx(net, {"scale": 2, "upscale.arch": arch})
+        assert [i.name for i in model.graph.input] == ["color", "depth", "motion", "history", "jitter"]
+        frames = (torch.rand(1, 3, 10, 14), torch.rand(1, 1, 10, 14), 3 * torch.randn(1, 2, 10, 14),
+                  torch.tensor([[0.25, -0.4]]), None)
+        diff = temporal.check_export(model, net, frames)
+        assert diff < 1e-4, (arch, diff)
+        print(f"{arch}: {sum(w.size + b.size for w, b, _ in net.export_convs())} params, "
+              f"{temporal.macs_per_output_pixel(arch):.0f} MACs/output px, ORT vs torch {diff:.1e}")
+
+
+def write_sequences(root: str, split: str, count: int, frames: int, w: int, h: int, rng):
+    """A sequence dataset in `upscale-demo dataset --sequences`' layout: a textured plane
+    sliding right by a constant motion (the target is its 2x version)."""
+    from PIL import Image
+
+    seqs = []
+    for s in range(count):
+        d = os.path.join(root, split, f"s{s:04}")
+        os.makedirs(d)
+        texture = rng.random((2 * h, 4 * w, 3))
+        speed = 0.5 * (s + 1)
+        records = []
+        for t in range(frames):
+            x0 = int(round(2 * speed * t))
+            hr = (255 * texture[:, x0:x0 + 2 * w]).astype(np.uint8)
+            lr = hr.reshape(h, 2, w, 2, 3).mean((1, 3)).astype(np.uint8)
+            Image.fromarray(hr).save(os.path.join(d, f"f{t:03}_hr.png"))
+            Image.fromarray(lr).save(os.path.join(d, f"f{t:03}_lr.png"))
+            motion = np.zeros((h, w, 2), np.float16)
+            motion[..., 0] = -speed if t else 0.0
+            np.save(os.path.join(d, f"f{t:03}_motion.npy"), motion)
+            np.save(os.path.join(d, f"f{t:03}_depth.npy"), np.full((h, w), 0.9, np.float32))
+            records.append({"jitter": [0.0, 0.0]})
+        seqs.append({"dir": f"{split}/s{s:04}", "name": f"{split} {s}", "frames": records})
+    return seqs
+
+
+def test_training_runs_and_exports():
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as root:
+        meta = {"render_size": [24, 16], "output_size": [48, 32],
+                "train": write_sequences(root, "train", 2, 6, 24, 16, rng),
+                "val": write_sequences(root, "val", 1, 6, 24, 16, rng)}
+        with open(os.path.join(root, "dataset.json"), "w") as f:
+            json.dump(meta, f)
+        out = os.path.join(root, "m", "t.onnx")
+        args = temporal.parse_args(["--data", root, "--out", out, "--arch", "tsr8", "--steps", "6",
+                                    "--batch", "2", "--patch", "12", "--unroll", "3", "--warm-max", "2",
+                                    "--warmup", "2", "--device", "cpu", "--eval-every", "0"])
+        log = temporal.train(args)
+        assert os.path.exists(out) and log["steps"] == 6
+        assert log["onnx_vs_torch_max_abs"] < 1e-4
+        with open(os.path.join(root, "m", "t.metrics.json")) as f:
+            metrics = json.load(f)
+        final = metrics["final"]
+        assert final["steady"]["psnr_y"] > 0 and final["steady"]["tpsnr_y"] > 0
+        assert len(metrics["evals"]) >= 2  # periodic (every step) and final
+
+
+if __name__ == "__main__":
+    for name, fn in list(globals().items()):
+        if name.startswith("test_"):
+            fn()
+            print(f"ok {name}")
