@@ -9,13 +9,13 @@ use onnx_protobuf::{Message, TensorProto};
 
 use crate::gpu::{Gpu, Validation};
 use crate::infer::{tensor, Engine, Graph, Plan, PlanOptions, Precision};
-use crate::upscale::model::{self, ExecutionProvider, OrtModel};
+use crate::upscale::model;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum RunEngine {
     /// The project's Vulkan compute engine (headless, validation from UPSCALE_VALIDATION).
     InStream,
-    /// ONNX Runtime on the CPU (image upscalers: one [N, 3, H, W] input).
+    /// ONNX Runtime on the CPU (any graph: one tensor per graph input, in order).
     Ort,
 }
 
@@ -33,11 +33,7 @@ pub struct RunModelArgs {
 }
 
 /// A named float tensor.
-pub struct HostTensor {
-    pub name: String,
-    pub shape: Vec<usize>,
-    pub data: Vec<f32>,
-}
+pub use crate::upscale::model::NamedTensor as HostTensor;
 
 pub fn read_tensor(path: &Path) -> anyhow::Result<HostTensor> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -140,26 +136,7 @@ fn run_in_stream(args: &RunModelArgs, inputs: &[HostTensor]) -> anyhow::Result<V
 }
 
 fn run_ort(path: &Path, inputs: &[HostTensor]) -> anyhow::Result<Vec<HostTensor>> {
-    let [input] = inputs else {
-        bail!(
-            "--engine ort runs image upscalers: one input, {} given",
-            inputs.len()
-        );
-    };
-    let [n, c, h, w] = input.shape[..] else {
-        bail!("--engine ort needs an NCHW input, got {:?}", input.shape);
-    };
     let location = model::locate_runtime(None)?;
     model::init_runtime(&location.path)?;
-    let (mut model, info) = OrtModel::load(path, ExecutionProvider::Cpu, None)?;
-    let s = info.scale as usize;
-    let shape = [n, c, h * s, w * s];
-    let mut output = vec![0.0; shape.iter().product()];
-    let mut data = input.data.clone();
-    model.run(&mut data, [n, c, h, w], &mut output, shape)?;
-    Ok(vec![HostTensor {
-        name: info.output_name,
-        shape: shape.to_vec(),
-        data: output,
-    }])
+    Ok(model::run_graph(path, inputs)?)
 }

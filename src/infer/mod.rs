@@ -19,6 +19,8 @@ pub mod tensor;
 
 use std::path::Path;
 
+use crate::upscale::model;
+
 pub use engine::{Engine, EngineSummary, LayerCost};
 pub use error::{InferError, Result};
 pub use graph::Graph;
@@ -50,6 +52,54 @@ pub fn plan_from_bytes(bytes: &[u8], file: &str, width: u32, height: u32) -> Res
         height,
         &PlanOptions::reference(),
     )
+}
+
+/// Whether the graph is a temporal model (metadata `upscale.kind` = `temporal`).
+pub fn is_temporal(graph: &Graph) -> bool {
+    graph.metadata.get(model::KIND_KEY).map(String::as_str) == Some(model::TEMPORAL_KIND)
+}
+
+/// Plans a temporal model at render size `width` × `height`: its inputs must be
+/// [`model::TEMPORAL_INPUTS`] (names, order, channels), its one output [1, 3, 2h, 2w]. The
+/// inputs and the output are tensors (no frame I/O: the in-stream pattern's own pre- and
+/// post-process shaders fill and read them).
+pub fn plan_temporal(
+    graph: &Graph,
+    width: u32,
+    height: u32,
+    options: &PlanOptions,
+) -> Result<Plan> {
+    let err = |reason: String| InferError::Graph {
+        file: graph.file.clone(),
+        reason,
+    };
+    let names: Vec<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+    let want: Vec<&str> = model::TEMPORAL_INPUTS.iter().map(|(n, _)| *n).collect();
+    if names != want {
+        return Err(err(format!(
+            "a temporal model takes the inputs {want:?} in this order, this graph has {names:?}"
+        )));
+    }
+    let (h, w) = (height as usize, width as usize);
+    let shapes: Vec<Vec<usize>> = model::TEMPORAL_INPUTS
+        .iter()
+        .map(|&(_, c)| vec![1, c, h, w])
+        .collect();
+    let options = PlanOptions {
+        frame_io: false,
+        ..options.clone()
+    };
+    let plan = Plan::with_options(graph, &shapes, &options)?;
+    let out = plan.outputs.first().map(|&o| plan.tensors[o].shape.clone());
+    if plan.outputs.len() != 1 || out.as_deref() != Some(&[1, 3, 2 * h, 2 * w][..]) {
+        return Err(err(format!(
+            "a temporal model has one output [1, 3, {}, {}] (x2), this graph gives {out:?} ({} output(s))",
+            2 * h,
+            2 * w,
+            plan.outputs.len()
+        )));
+    }
+    Ok(plan)
 }
 
 fn plan_graph(graph: &Graph, width: u32, height: u32, options: &PlanOptions) -> Result<Plan> {

@@ -125,3 +125,9 @@ impl Pipelines {
         }
     }
 }
+
+impl crate::gpu::guard::Destroy for Pipelines {
+    fn destroy_with(self, gpu: &Gpu) {
+        self.destroy(gpu);
+    }
+}

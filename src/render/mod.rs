@@ -242,6 +242,11 @@ impl Renderer {
         self.upscaler.pattern()
     }
 
+    /// Whether the running upscaler keeps history (`Upscaler::temporal`).
+    pub fn upscaler_temporal(&self) -> bool {
+        self.upscaler.temporal()
+    }
+
     pub fn frame_number(&self) -> u64 {
         self.frame_number
     }

@@ -93,7 +93,7 @@ impl Renderer {
         if self.frame_reset {
             self.temporal.sequence.reset();
         }
-        let temporal = pattern.caps().temporal || right_temporal;
+        let temporal = self.upscaler.temporal() || right_temporal;
         self.temporal.prepare(&mut self.targets, pattern, temporal);
         // Motion vectors and depth only while something reads them.
         let keep = temporal || self.debug_view != DebugView::Off;

@@ -278,6 +278,13 @@ pub trait FrameSplit {
 pub trait Upscaler: FrameSplit {
     fn pattern(&self) -> Pattern;
 
+    /// Keeps history across frames, so the renderer jitters its frames and gives depth and
+    /// motion vectors ([`Caps::temporal`]): the temporal pattern, or a pattern running a
+    /// temporal model.
+    fn temporal(&self) -> bool {
+        self.pattern().caps().temporal
+    }
+
     /// Records this pattern's GPU work into the frame's (first) command buffer.
     ///
     /// # Safety

@@ -15,6 +15,7 @@ use super::pixel_shuffle;
 use super::precision::Precision;
 use crate::gpu::device::CoopMatShape;
 use crate::gpu::DeviceInfo;
+use crate::upscale::model;
 
 mod fusion;
 use super::tensor;
@@ -257,9 +258,18 @@ pub fn image_input_shape(graph: &Graph, height: usize, width: usize) -> Result<V
         reason,
     };
     if graph.inputs.len() != 1 {
+        let names: Vec<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+        let temporal =
+            graph.metadata.get(model::KIND_KEY).map(String::as_str) == Some(model::TEMPORAL_KIND);
         return Err(err(format!(
-            "an upscaler has one input, this graph has {}",
-            graph.inputs.len()
+            "an upscaler has one input, this graph has {} ({}){}",
+            names.len(),
+            names.join(", "),
+            if temporal {
+                format!(": {}", model::TEMPORAL_REFUSAL)
+            } else {
+                String::new()
+            }
         )));
     }
     let input = &graph.inputs[0];

@@ -11,6 +11,24 @@ pub const IMAGE_CHANNELS: u32 = 3;
 pub const MAX_SCALE: u32 = 8;
 /// Metadata key holding the integer upscale factor.
 pub const SCALE_KEY: &str = "scale";
+/// Metadata key naming what a model is; `temporal` (the value [`TEMPORAL_KIND`]) marks a model
+/// that takes the frame's depth, motion vectors, jitter and its own warped history besides the
+/// colour (`tools/train/temporal.py`, `models/README.md`).
+pub const KIND_KEY: &str = "upscale.kind";
+pub const TEMPORAL_KIND: &str = "temporal";
+/// A temporal model's inputs, in order: name and channels (each [1, C, h, w] at render size).
+pub const TEMPORAL_INPUTS: [(&str, usize); 5] = [
+    ("color", 3),
+    ("depth", 1),
+    ("motion", 2),
+    ("history", 12),
+    ("jitter", 2),
+];
+/// Why a single-frame path refuses a temporal model.
+pub const TEMPORAL_REFUSAL: &str = "it is a temporal model (metadata upscale.kind = temporal: it \
+     also takes depth, motion vectors, jitter and its own warped history), which only the \
+     in-stream pattern feeds so far; run it there, or pick a single-frame model such as \
+     models/quality_x2.onnx";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScaleSource {

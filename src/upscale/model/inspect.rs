@@ -6,7 +6,10 @@ use std::path::Path;
 use ort::session::Session;
 use ort::value::TensorRef;
 
-use super::info::{self, ModelInfo, ScaleSource, IMAGE_CHANNELS, SCALE_KEY};
+use super::info::{
+    self, ModelInfo, ScaleSource, IMAGE_CHANNELS, KIND_KEY, SCALE_KEY, TEMPORAL_KIND,
+    TEMPORAL_REFUSAL,
+};
 use super::{ModelError, PROBE_SIZE};
 
 /// Validates the session's signature and determines the scale.
@@ -61,14 +64,24 @@ fn one_input_one_output(path: &Path, session: &Session) -> Result<(), ModelError
     if ins.len() == 1 && outs.len() == 1 {
         return Ok(());
     }
+    let temporal = session
+        .metadata()
+        .ok()
+        .and_then(|m| m.custom(KIND_KEY))
+        .is_some_and(|kind| kind == TEMPORAL_KIND);
     Err(ModelError::NotImage {
         path: path.to_path_buf(),
         found: format!(
-            "it has {} input(s) [{}] and {} output(s) [{}]",
+            "it has {} input(s) [{}] and {} output(s) [{}]{}",
             ins.len(),
             names(ins).join(", "),
             outs.len(),
-            names(outs).join(", ")
+            names(outs).join(", "),
+            if temporal {
+                format!(": {TEMPORAL_REFUSAL}")
+            } else {
+                String::new()
+            }
         ),
     })
 }

@@ -4,11 +4,13 @@
 //! [`OrtModel::load`] → [`OrtModel::check_sizes`] → [`OrtModel::run`] per frame.
 //! `OrtModel::load` initialises the runtime from `locate_runtime(None)` if the app did not.
 
+mod graph_run;
 mod info;
 mod inspect;
 mod memory;
 mod runtime;
 mod session;
+pub mod temporal;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -17,7 +19,11 @@ use std::str::FromStr;
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::TensorRefMut;
 
-pub use info::{ModelInfo, ScaleSource, IMAGE_CHANNELS, MAX_SCALE, SCALE_KEY};
+pub use graph_run::{run_graph, NamedTensor};
+pub use info::{
+    ModelInfo, ScaleSource, IMAGE_CHANNELS, KIND_KEY, MAX_SCALE, SCALE_KEY, TEMPORAL_INPUTS,
+    TEMPORAL_KIND, TEMPORAL_REFUSAL,
+};
 use inspect::inspect;
 use memory::{cpu_memory_info, cuda_memory_info, to_shape, wrap_f32_memory};
 pub use runtime::{

@@ -268,8 +268,10 @@ impl<'a> Measure<'a> {
                     self.report.methods.push(method);
                     self.report.methods.len() - 1
                 });
+                let temporal = self.session.renderer.upscaler_temporal();
                 let method = &mut self.report.methods[slot];
                 method.jittered |= jittered;
+                method.temporal |= temporal;
                 method.push(
                     SequenceScores::new(&seq.name, scores, self.args.warmup as usize),
                     self.args.warmup as usize,

@@ -45,7 +45,8 @@ pub struct MethodReport {
     /// The pattern (None for the CPU bicubic and the native render).
     pub pattern: Option<String>,
     pub model: Option<String>,
-    /// The pattern keeps history (`Caps::temporal`).
+    /// It keeps history: a temporal pattern (`Caps::temporal`), or a pattern running a temporal
+    /// model.
     pub temporal: bool,
     /// Its frames were drawn with a jittered projection.
     pub jittered: bool,

@@ -8,6 +8,11 @@
 //! are shared by both frame slots: every dispatch is ordered after the previous frame's by the
 //! barrier at the start of `record` (a pipeline barrier also orders commands of earlier
 //! submissions on the queue).
+//!
+//! A temporal model (`upscale.kind = temporal`) is planned without frame I/O: `temporal`'s
+//! shaders fill its five inputs from the frame and the warped history, and write the image.
+
+mod temporal;
 
 use std::path::Path;
 
@@ -18,13 +23,16 @@ use crate::gpu::guard::Destroy;
 use crate::gpu::{self, Gpu, Image};
 use crate::infer::ops::{compute_barrier, FrameImages};
 use crate::infer::plan::choose_coopmat;
-use crate::infer::{self, Engine, EngineSummary, PlanOptions, Precision};
+use crate::infer::{self, Engine, EngineSummary, Graph, PlanOptions, Precision};
+use temporal::TemporalIo;
 
 pub struct InStream {
     engine: Engine,
     sampler: vk::Sampler,
     /// Why the engine runs another precision than the one asked for.
     fallback: Option<String>,
+    /// With a temporal model: its pre- and post-process and its history.
+    temporal: Option<TemporalIo>,
 }
 
 /// Loads and plans the model for these sizes and checks that its output fills the output image;
@@ -40,7 +48,12 @@ pub fn plan_with(
     output: (u32, u32),
     options: &PlanOptions,
 ) -> infer::Result<infer::Plan> {
-    let plan = infer::plan_upscaler_with(model, render.0, render.1, options)?;
+    let graph = Graph::load(model)?;
+    let plan = if infer::is_temporal(&graph) {
+        infer::plan_temporal(&graph, render.0, render.1, options)?
+    } else {
+        infer::plan_upscaler_with(model, render.0, render.1, options)?
+    };
     let shape = &plan.tensors[plan.outputs[0]].shape;
     let want = [1, 3, output.1 as usize, output.0 as usize];
     if shape.as_slice() != want {
@@ -83,13 +96,21 @@ impl InStream {
         for line in plan.report() {
             tracing::info!("in-stream plan: {line}");
         }
+        let temporal = !plan.options.frame_io;
         let engine = Engine::new(gpu, plan)?.guard(gpu);
+        let temporal = if temporal {
+            let sizes = ((ri.width, ri.height), (ro.width, ro.height));
+            Some(TemporalIo::new(gpu, precision, sizes.0, sizes.1)?)
+        } else {
+            None
+        };
         let sampler =
             gpu::image::create_sampler(gpu, "in-stream input sampler", false, false, 0.0)?;
         Ok(Self {
             engine: engine.keep(),
             sampler,
             fallback,
+            temporal,
         })
     }
 }
@@ -103,6 +124,10 @@ impl Upscaler for InStream {
     }
 
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
+        if let Some(t) = &mut self.temporal {
+            t.record(io, &self.engine, self.sampler);
+            return Ok(());
+        }
         // The previous frame's dispatches read and wrote the same tensor buffers.
         compute_barrier(&io.gpu.device, io.cmd);
         let frame = FrameImages {
@@ -115,8 +140,15 @@ impl Upscaler for InStream {
         Ok(())
     }
 
+    fn temporal(&self) -> bool {
+        self.temporal.is_some()
+    }
+
     fn describe(&self) -> String {
-        let line = self.engine.summary().line();
+        let mut line = self.engine.summary().line();
+        if self.temporal.is_some() {
+            line.push_str(", temporal model");
+        }
         match &self.fallback {
             Some(why) => format!("{line}; {why}"),
             None => line,
@@ -129,6 +161,9 @@ impl Upscaler for InStream {
 
     fn destroy(self: Box<Self>, gpu: &Gpu) {
         unsafe { gpu.device.destroy_sampler(self.sampler, None) };
+        if let Some(t) = self.temporal {
+            t.destroy(gpu);
+        }
         self.engine.destroy(gpu);
     }
 }

@@ -1,0 +1,110 @@
+#version 450
+// variants: FP16
+// In-stream pre-process of a temporal model (`models/README.md`, `tools/train/temporal.py`
+// defines every input): one invocation per render pixel writes its colour, depth, motion and
+// jitter, and the four output pixels it covers of the previous output warped to this frame
+// (space-to-depth, channel c*4 + i*2 + j = output pixel (2y + i, 2x + j) of colour c). On a
+// reset the history is the bilinear x2 of this frame's colour instead.
+//
+// The warp, for output pixel o (centre o + 0.5), ratio = render size / output size:
+//   p = (o + 0.5) * ratio                      its unjittered render position
+//   k = clamp(floor(p + jitter), 0, size - 1)  the render pixel that shows it
+//   q = (o + 0.5) - motion[k] / ratio          where it was in the previous output
+//   history[o] = bilinear(previous output, q)  clamp to edge, fp32 weights from four fetches
+// The previous output is the 8-bit upscaled image's values (`temporal_post.comp` keeps them).
+#include "ops/precision.glsl"
+layout(local_size_x = 16, local_size_y = 8) in;
+
+layout(set = 0, binding = 0) uniform sampler2D color_in;
+layout(set = 0, binding = 1) uniform sampler2D depth_in;
+layout(set = 0, binding = 2) uniform sampler2D motion_in;
+// The previous output, one packed RGBA8 word per output pixel (row-major).
+layout(set = 0, binding = 3) readonly buffer History { uint history_in[]; };
+layout(set = 0, binding = 4) writeonly buffer Color { sfp color_t[]; };
+layout(set = 0, binding = 5) writeonly buffer Depth { sfp depth_t[]; };
+layout(set = 0, binding = 6) writeonly buffer Motion { sfp motion_t[]; };
+layout(set = 0, binding = 7) writeonly buffer Warped { sfp history_t[]; };
+layout(set = 0, binding = 8) writeonly buffer Jitter { sfp jitter_t[]; };
+
+layout(push_constant) uniform Push {
+    vec2 jitter;
+    // 1: no usable history (reset, first frame, or no motion vectors given).
+    uint reset;
+    // 1: depth and motion images are bound (else zeros are written).
+    uint has_motion;
+} pc;
+
+ivec2 g_out_size;
+
+vec3 previous(ivec2 o) {
+    o = clamp(o, ivec2(0), g_out_size - 1);
+    return unpackUnorm4x8(history_in[o.y * g_out_size.x + o.x]).rgb;
+}
+
+// Bilinear over texel centres at q (output pixels), clamped to the edge.
+vec3 sample_previous(vec2 q) {
+    vec2 s = q - 0.5;
+    vec2 f0 = floor(s);
+    vec2 w = s - f0;
+    ivec2 i0 = ivec2(f0);
+    vec3 a = mix(previous(i0), previous(i0 + ivec2(1, 0)), w.x);
+    vec3 b = mix(previous(i0 + ivec2(0, 1)), previous(i0 + ivec2(1, 1)), w.x);
+    return mix(a, b, w.y);
+}
+
+// ONNX Resize linear, half_pixel, x2 of the colour at output pixel o (the reset history).
+vec3 bilinear_color(ivec2 o, ivec2 size) {
+    vec2 s = max((vec2(o) + 0.5) * 0.5 - 0.5, vec2(0.0));
+    vec2 f0 = floor(s);
+    vec2 w = s - f0;
+    ivec2 i0 = ivec2(f0);
+    ivec2 i1 = min(i0 + 1, size - 1);
+    vec3 a = mix(texelFetch(color_in, i0, 0).rgb, texelFetch(color_in, ivec2(i1.x, i0.y), 0).rgb, w.x);
+    vec3 b = mix(texelFetch(color_in, ivec2(i0.x, i1.y), 0).rgb, texelFetch(color_in, i1, 0).rgb, w.x);
+    return mix(a, b, w.y);
+}
+
+void main() {
+    ivec2 size = textureSize(color_in, 0);
+    g_out_size = 2 * size;
+    ivec2 p = ivec2(gl_GlobalInvocationID.xy);
+    if (p.x >= size.x || p.y >= size.y) {
+        return;
+    }
+    uint plane = uint(size.x * size.y);
+    uint i = uint(p.y * size.x + p.x);
+    vec3 c = texelFetch(color_in, p, 0).rgb;
+    color_t[i] = sfp(c.r);
+    color_t[plane + i] = sfp(c.g);
+    color_t[2u * plane + i] = sfp(c.b);
+    float depth = 0.0;
+    vec2 motion_here = vec2(0.0);
+    if (pc.has_motion != 0u) {
+        depth = texelFetch(depth_in, p, 0).r;
+        motion_here = texelFetch(motion_in, p, 0).rg;
+    }
+    depth_t[i] = sfp(depth);
+    motion_t[i] = sfp(motion_here.x);
+    motion_t[plane + i] = sfp(motion_here.y);
+    jitter_t[i] = sfp(pc.jitter.x);
+    jitter_t[plane + i] = sfp(pc.jitter.y);
+
+    bool warp = pc.reset == 0u && pc.has_motion != 0u;
+    const float RATIO = 0.5;
+    for (int sub = 0; sub < 4; sub++) {
+        ivec2 d = ivec2(sub & 1, sub >> 1);
+        ivec2 o = 2 * p + d;
+        vec3 h;
+        if (warp) {
+            vec2 centre = vec2(o) + 0.5;
+            ivec2 k = clamp(ivec2(floor(centre * RATIO + pc.jitter)), ivec2(0), size - 1);
+            vec2 m = texelFetch(motion_in, k, 0).rg;
+            h = sample_previous(centre - m / RATIO);
+        } else {
+            h = bilinear_color(o, size);
+        }
+        for (int ch = 0; ch < 3; ch++) {
+            history_t[uint(ch * 4 + sub) * plane + i] = sfp(h[ch]);
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! A temporal model's five inputs built on the host from one frame and the previous output:
+//! the definition `shaders/upscale/temporal_pre.comp` computes on the GPU and
+//! `tools/train/temporal.py` trains with, written out plainly so tests can hold the shader to
+//! it (and a host-side pattern could feed the model with it).
+//!
+//! For output pixel o (centre o + 0.5), ratio = render size / output size (1/2):
+//! p = (o + 0.5) · ratio; k = clamp(floor(p + jitter)); q = (o + 0.5) − motion\[k\] / ratio;
+//! history\[o\] = bilinear(previous output, q), clamped to the edge; on a reset the bilinear ×2
+//! of the colour (ONNX Resize linear, half_pixel). Space-to-depth: channel c·4 + i·2 + j
+//! holds output pixel (2y + i, 2x + j) of colour c.
+
+use half::f16;
+
+use super::info::TEMPORAL_INPUTS;
+use super::NamedTensor;
+
+/// One frame as the renderer gives it, at render size `width` × `height`, row-major.
+pub struct HostFrame<'a> {
+    pub width: usize,
+    pub height: usize,
+    /// RGBA8, display-encoded.
+    pub color: &'a [u8],
+    /// The depth-buffer value per pixel.
+    pub depth: &'a [f32],
+    /// (x, y) per pixel in render pixels, current − previous position.
+    pub motion: &'a [f16],
+    pub jitter: [f32; 2],
+}
+
+/// The model's inputs for `frame`, in [`TEMPORAL_INPUTS`] order; `previous` is the previous
+/// output as RGBA8 at twice the render size, None on a reset.
+pub fn inputs(frame: &HostFrame, previous: Option<&[u8]>) -> Vec<NamedTensor> {
+    let (w, h) = (frame.width, frame.height);
+    let n = w * h;
+    let mut color = vec![0.0; 3 * n];
+    let mut depth = vec![0.0; n];
+    let mut motion = vec![0.0; 2 * n];
+    let mut jitter = vec![0.0; 2 * n];
+    for i in 0..n {
+        for c in 0..3 {
+            color[c * n + i] = f32::from(frame.color[4 * i + c]) / 255.0;
+        }
+        depth[i] = frame.depth[i];
+        motion[i] = frame.motion[2 * i].to_f32();
+        motion[n + i] = frame.motion[2 * i + 1].to_f32();
+        jitter[i] = frame.jitter[0];
+        jitter[n + i] = frame.jitter[1];
+    }
+    let (ow, oh) = (2 * w, 2 * h);
+    let mut history = vec![0.0; 12 * n];
+    for y in 0..h {
+        for x in 0..w {
+            for sub in 0..4 {
+                let (i, j) = (sub / 2, sub % 2);
+                let (ox, oy) = (2 * x + j, 2 * y + i);
+                let rgb = match previous {
+                    Some(prev) => warped(frame, prev, (ox, oy), (ow, oh)),
+                    None => bilinear_color(frame, (ox, oy)),
+                };
+                for c in 0..3 {
+                    history[(c * 4 + sub) * n + y * w + x] = rgb[c];
+                }
+            }
+        }
+    }
+    [color, depth, motion, history, jitter]
+        .into_iter()
+        .zip(TEMPORAL_INPUTS)
+        .map(|(data, (name, c))| NamedTensor {
+            name: name.to_string(),
+            shape: vec![1, c, h, w],
+            data,
+        })
+        .collect()
+}
+
+/// The previous output warped to output pixel `o` of this frame.
+fn warped(frame: &HostFrame, prev: &[u8], o: (usize, usize), size: (usize, usize)) -> [f32; 3] {
+    const RATIO: f32 = 0.5;
+    let (w, h) = (frame.width as i64, frame.height as i64);
+    let centre = (o.0 as f32 + 0.5, o.1 as f32 + 0.5);
+    let kx = ((centre.0 * RATIO + frame.jitter[0]).floor() as i64).clamp(0, w - 1);
+    let ky = ((centre.1 * RATIO + frame.jitter[1]).floor() as i64).clamp(0, h - 1);
+    let k = (ky * w + kx) as usize;
+    let m = (
+        frame.motion[2 * k].to_f32(),
+        frame.motion[2 * k + 1].to_f32(),
+    );
+    let q = (centre.0 - m.0 / RATIO, centre.1 - m.1 / RATIO);
+    let fetch = |x: i64, y: i64| {
+        let x = x.clamp(0, size.0 as i64 - 1) as usize;
+        let y = y.clamp(0, size.1 as i64 - 1) as usize;
+        let p = 4 * (y * size.0 + x);
+        [0, 1, 2].map(|c| f32::from(prev[p + c]) / 255.0)
+    };
+    bilinear(fetch, (q.0 - 0.5, q.1 - 0.5))
+}
+
+/// ONNX Resize linear (half_pixel) ×2 of the frame's colour at output pixel `o`.
+fn bilinear_color(frame: &HostFrame, o: (usize, usize)) -> [f32; 3] {
+    let (w, h) = (frame.width as i64, frame.height as i64);
+    let fetch = |x: i64, y: i64| {
+        let p = 4 * (y.clamp(0, h - 1) * w + x.clamp(0, w - 1)) as usize;
+        [0, 1, 2].map(|c| f32::from(frame.color[p + c]) / 255.0)
+    };
+    let s = |v: usize| ((v as f32 + 0.5) * 0.5 - 0.5).max(0.0);
+    bilinear(fetch, (s(o.0), s(o.1)))
+}
+
+/// Bilinear interpolation at `s` (texel-centre coordinates) of `fetch`, which clamps.
+fn bilinear(fetch: impl Fn(i64, i64) -> [f32; 3], s: (f32, f32)) -> [f32; 3] {
+    let (fx, fy) = (s.0.floor(), s.1.floor());
+    let (wx, wy) = (s.0 - fx, s.1 - fy);
+    let (x0, y0) = (fx as i64, fy as i64);
+    let lerp = |a: [f32; 3], b: [f32; 3], t: f32| [0, 1, 2].map(|c| a[c] + (b[c] - a[c]) * t);
+    let top = lerp(fetch(x0, y0), fetch(x0 + 1, y0), wx);
+    let bottom = lerp(fetch(x0, y0 + 1), fetch(x0 + 1, y0 + 1), wx);
+    lerp(top, bottom, wy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame<'a>(color: &'a [u8], depth: &'a [f32], motion: &'a [f16]) -> HostFrame<'a> {
+        HostFrame {
+            width: 4,
+            height: 2,
+            color,
+            depth,
+            motion,
+            jitter: [0.25, -0.25],
+        }
+    }
+
+    #[test]
+    fn a_still_frame_warps_the_previous_output_onto_itself() {
+        let color = vec![128u8; 4 * 8];
+        let depth = vec![0.5; 8];
+        let motion = vec![f16::ZERO; 16];
+        let prev: Vec<u8> = (0..8 * 4 * 4).map(|i| (i * 7 % 256) as u8).collect();
+        let t = inputs(&frame(&color, &depth, &motion), Some(&prev));
+        let history = &t[3].data;
+        // Output pixel (2x + j, 2y + i) of channel c sits at channel c*4 + i*2 + j.
+        for (ox, oy, c) in [(0, 0, 0), (5, 3, 2), (7, 1, 1)] {
+            let (x, y, i, j) = (ox / 2, oy / 2, oy % 2, ox % 2);
+            let got = history[(c * 4 + i * 2 + j) * 8 + y * 4 + x];
+            let want = f32::from(prev[4 * (oy * 8 + ox) + c]) / 255.0;
+            assert_eq!(got, want, "output pixel ({ox}, {oy}) channel {c}");
+        }
+        assert_eq!(t[4].data[0], 0.25);
+        assert_eq!(t[4].data[8], -0.25);
+    }
+
+    #[test]
+    fn motion_moves_the_history_and_a_reset_takes_the_bilinear_colour() {
+        let color: Vec<u8> = (0..8).flat_map(|i| [i as u8 * 30, 0, 0, 255]).collect();
+        let depth = vec![0.5; 8];
+        // Everything moved right by half a render pixel = one output pixel.
+        let motion: Vec<f16> = (0..16)
+            .map(|i| f16::from_f32(if i % 2 == 0 { 0.5 } else { 0.0 }))
+            .collect();
+        let prev: Vec<u8> = (0..8 * 4).flat_map(|i| [i as u8, 0, 0, 255]).collect();
+        let t = inputs(&frame(&color, &depth, &motion), Some(&prev));
+        // Output pixel (3, 0) (x 1, j 1: channel 1, pixel 1) shows what the previous output
+        // had at (2, 0).
+        let sub1 = 8;
+        assert_eq!(t[3].data[sub1 + 1], 2.0 / 255.0);
+        let reset = inputs(&frame(&color, &depth, &motion), None);
+        // Output pixel (1, 0): source x 0.25 between colours 0 and 30.
+        let want = (0.75 * 0.0 + 0.25 * 30.0) / 255.0;
+        assert!((reset[3].data[sub1] - want).abs() < 1e-6);
+    }
+}

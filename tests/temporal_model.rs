@@ -1,0 +1,295 @@
+//! The shipped temporal model (`models/temporal_x2.onnx`, trained by
+//! `tools/train/temporal.py`): its five inputs and metadata are what the model card says; the
+//! in-stream engine computes what ONNX Runtime computes on the same inputs (fp32 within 1e-4,
+//! fp16 within 1e-2 on 0..1 images; lavapipe, validation on), `run-model` runs it on both
+//! engines, and the single-frame paths refuse it with the reason instead of failing. The
+//! in-stream pattern runs it on a rendered sequence exactly as its definition says: the
+//! host-side inputs (`upscale::model::temporal`, the warp written out plainly) through ONNX
+//! Runtime give the same pictures, frame by frame, history included.
+
+mod common;
+mod infer_support;
+
+use std::path::PathBuf;
+
+use infer_support::gpu;
+use upscale_demo::app::frames::FrameSource;
+use upscale_demo::app::quality::sequence::{self, SequenceArgs};
+use upscale_demo::game::sequences;
+use upscale_demo::infer::{tensor, Engine, Graph, Plan, PlanOptions, Precision};
+use upscale_demo::metrics;
+use upscale_demo::upscale::model::temporal::{self as temporal_inputs, HostFrame};
+use upscale_demo::upscale::model::{self, NamedTensor};
+use upscale_demo::upscale::roundtrip::nchw_to_rgba8;
+use upscale_demo::upscale::{self, Pattern};
+
+const FP32_TOLERANCE: f32 = 1e-4;
+const FP16_TOLERANCE: f32 = 1e-2;
+/// Render size of the test inputs (odd sizes: no tile divides them).
+const W: usize = 37;
+const H: usize = 21;
+
+fn temporal_model() -> PathBuf {
+    upscale_demo::app::paths::root().join("models/temporal_x2.onnx")
+}
+
+fn init_ort() {
+    let loc = model::locate_runtime_in(
+        None,
+        std::env::var_os("ORT_DYLIB_PATH"),
+        &[upscale_demo::app::paths::root()],
+    )
+    .expect("ONNX Runtime not found; put libonnxruntime.so.1.30.0 into .deps/onnxruntime/");
+    model::init_runtime(&loc.path).expect("ONNX Runtime failed to load");
+}
+
+/// Deterministic inputs in the ranges the game feeds: colour and history 0..1 with edges,
+/// depth near the far plane, motion of a few render pixels, one jitter in every pixel.
+fn inputs() -> Vec<NamedTensor> {
+    let mut s = 0x9E3779B97F4A7C15u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 40) as f32 / (1u64 << 24) as f32
+    };
+    let plane = |c: usize, f: &mut dyn FnMut(usize, usize, usize) -> f32| {
+        let mut v = Vec::with_capacity(c * H * W);
+        for ch in 0..c {
+            for y in 0..H {
+                for x in 0..W {
+                    v.push(f(ch, y, x));
+                }
+            }
+        }
+        v
+    };
+    let color = plane(3, &mut |c, y, x| {
+        let edge = if (x / 4 + y / 3) % 2 == 0 { 0.7 } else { 0.15 };
+        (edge + 0.1 * c as f32 + 0.05 * next()).min(1.0)
+    });
+    let depth = plane(1, &mut |_, y, x| {
+        0.95 + 0.05 * ((x + 2 * y) % 17) as f32 / 17.0
+    });
+    let motion = plane(2, &mut |_, _, _| 6.0 * next() - 3.0);
+    let history = plane(12, &mut |_, _, _| next());
+    let jitter = plane(2, &mut |c, _, _| if c == 0 { 0.25 } else { -0.375 });
+    [
+        ("color", 3, color),
+        ("depth", 1, depth),
+        ("motion", 2, motion),
+        ("history", 12, history),
+        ("jitter", 2, jitter),
+    ]
+    .into_iter()
+    .map(|(name, c, data)| NamedTensor {
+        name: name.into(),
+        shape: vec![1, c, H, W],
+        data,
+    })
+    .collect()
+}
+
+fn max_err(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn the_temporal_model_declares_its_five_inputs_and_its_kind() {
+    let graph = Graph::load(&temporal_model()).unwrap();
+    let names: Vec<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["color", "depth", "motion", "history", "jitter"]);
+    assert_eq!(
+        graph.metadata.get(model::KIND_KEY).map(String::as_str),
+        Some(model::TEMPORAL_KIND)
+    );
+    assert_eq!(graph.metadata.get("scale").map(String::as_str), Some("2"));
+    assert_eq!(
+        graph.metadata.get("upscale.inputs").map(String::as_str),
+        Some("color,depth,motion,history,jitter")
+    );
+}
+
+#[test]
+fn the_engine_matches_onnx_runtime_at_every_precision() {
+    init_ort();
+    let path = temporal_model();
+    let inputs = inputs();
+    let want = model::run_graph(&path, &inputs).unwrap().remove(0);
+    assert_eq!(want.shape, [1, 3, 2 * H, 2 * W]);
+    let graph = Graph::load(&path).unwrap();
+    let shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape.clone()).collect();
+    let data: Vec<&[f32]> = inputs.iter().map(|t| t.data.as_slice()).collect();
+    let gpu = gpu();
+    let mut ran = Vec::new();
+    for precision in [Precision::Fp32, Precision::Fp16] {
+        if let Some(why) = precision.unsupported_on(&gpu.info) {
+            println!("{precision}: skipped, {why}");
+            continue;
+        }
+        for (kind, options) in [
+            ("fast", PlanOptions::fast(&gpu.info, precision, false)),
+            (
+                "reference",
+                PlanOptions {
+                    precision,
+                    ..PlanOptions::reference()
+                },
+            ),
+        ] {
+            let plan = Plan::with_options(&graph, &shapes, &options).unwrap();
+            let engine = Engine::new(&gpu, plan).unwrap();
+            let got = engine.run(&gpu, &data).unwrap().remove(0);
+            engine.destroy(&gpu);
+            assert_eq!(gpu.validation_errors(), 0);
+            let e = max_err(&got, &want.data);
+            println!("temporal_x2 {precision} {kind} plan vs ONNX Runtime: max abs {e:.2e}");
+            let tolerance = match precision {
+                Precision::Fp32 => FP32_TOLERANCE,
+                Precision::Fp16 => FP16_TOLERANCE,
+            };
+            assert!(e <= tolerance, "{precision} {kind}: {e} > {tolerance}");
+            ran.push((precision, kind));
+        }
+    }
+    assert!(ran.len() >= 2, "fp32 always runs: {ran:?}");
+}
+
+#[test]
+fn run_model_runs_the_five_inputs_on_both_engines() {
+    let dir = common::out_dir("temporal_run_model");
+    let mut args = vec!["run-model".to_string(), "--model".into()];
+    args.push(temporal_model().display().to_string());
+    for t in inputs() {
+        let path = dir.join(format!("{}.pb", t.name));
+        let proto = tensor::to_proto(&t.name, &t.shape, &t.data);
+        std::fs::write(
+            &path,
+            onnx_protobuf::Message::write_to_bytes(&proto).unwrap(),
+        )
+        .unwrap();
+        args.extend(["--input".into(), path.display().to_string()]);
+    }
+    let runtime = model::locate_runtime_in(
+        None,
+        std::env::var_os("ORT_DYLIB_PATH"),
+        &[upscale_demo::app::paths::root()],
+    )
+    .unwrap()
+    .path;
+    let mut results = Vec::new();
+    for engine in ["in-stream", "ort"] {
+        let output = dir.join(format!("{engine}.pb"));
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+            .args(&args)
+            .arg("--output")
+            .arg(&output)
+            .args(["--engine", engine])
+            .env("ORT_DYLIB_PATH", &runtime)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{engine} failed");
+        let t = upscale_demo::app::run_model::read_tensor(&output).unwrap();
+        assert_eq!(t.shape, [1, 3, 2 * H, 2 * W]);
+        results.push(t.data);
+    }
+    let e = max_err(&results[0], &results[1]);
+    println!("run-model temporal_x2 in-stream vs ort: max abs {e:.2e}");
+    assert!(e <= FP32_TOLERANCE, "{e}");
+}
+
+#[test]
+fn the_onnx_runtime_patterns_refuse_it_and_say_why_in_stream_takes_it() {
+    init_ort();
+    let mut config = common::small_config();
+    config.upscale.model = temporal_model();
+    let ml = upscale_demo::app::session::ml_settings(&config).unwrap();
+    for pattern in [Pattern::CpuRoundtrip, Pattern::SharedMemory] {
+        let why = upscale::probe(pattern, &ml, (160, 90), (320, 180)).unwrap_err();
+        assert!(
+            why.contains("temporal_x2.onnx") && why.contains("temporal model"),
+            "{pattern:?}: {why}"
+        );
+    }
+    assert_eq!(
+        upscale::probe(Pattern::InStream, &ml, (160, 90), (320, 180)),
+        Ok(())
+    );
+}
+
+/// Frames of the rendered sequence, and the tolerance per frame in dB (fp32 engine against ONNX
+/// Runtime: a value on an 8-bit rounding edge may round the other way, and the history
+/// carries it on).
+const SEQUENCE_FRAMES: u64 = 6;
+const PSNR_TOLERANCE_DB: f64 = 0.02;
+
+#[test]
+fn in_stream_runs_it_as_its_definition_says_on_a_rendered_sequence() {
+    init_ort();
+    let mut config = common::small_config();
+    config.upscale.precision = "fp32".into();
+    let args = SequenceArgs {
+        sequences: 1,
+        frames: SEQUENCE_FRAMES,
+        warmup: 2,
+        seed: 1,
+        supersample: 1,
+        models: vec![temporal_model()],
+        patterns: vec![Pattern::InStream],
+        out: None,
+        progress: false,
+    };
+    let report = sequence::run(&config, &args).unwrap();
+    let method = report
+        .methods
+        .iter()
+        .find(|m| m.model.as_deref() == Some("temporal_x2"))
+        .unwrap_or_else(|| panic!("no in-stream temporal_x2 row: {:?}", report.unavailable));
+    assert!(method.jittered && method.temporal, "{}", method.method);
+    let got = &method.sequences[0].psnr_y;
+
+    // The same sequence through the host-side definition and ONNX Runtime.
+    let mut source = FrameSource::temporal(&config, args.supersample).unwrap();
+    let seq = sequences::sequences(source.world(), args.seed, 1, SEQUENCE_FRAMES).remove(0);
+    source.start_sequence();
+    let mut previous: Option<Vec<u8>> = None;
+    let mut want = Vec::new();
+    for t in 0..SEQUENCE_FRAMES as usize {
+        let (camera, time) = seq.camera(t);
+        let frame = source.render_temporal(camera, time).unwrap();
+        let (motion, depth, jitter) = (frame.motion, frame.depth, frame.jitter);
+        let pair = frame.raw.finish();
+        let (w, h) = pair.lr.dimensions();
+        let host = HostFrame {
+            width: w as usize,
+            height: h as usize,
+            color: pair.lr.as_raw(),
+            depth: &depth,
+            motion: &motion,
+            jitter: jitter.into(),
+        };
+        let inputs = temporal_inputs::inputs(&host, previous.as_deref());
+        let out = model::run_graph(&temporal_model(), &inputs)
+            .unwrap()
+            .remove(0);
+        let mut rgba = vec![0u8; (4 * w * h * 4) as usize];
+        nchw_to_rgba8(&out.data, &mut rgba);
+        let image = image::RgbaImage::from_raw(2 * w, 2 * h, rgba).unwrap();
+        want.push(metrics::psnr_y(&image, &pair.hr));
+        previous = Some(image.into_raw());
+    }
+    println!("in-stream PSNR-Y per frame {got:.3?}, host definition + ONNX Runtime {want:.3?}");
+    assert_eq!(got.len(), want.len());
+    for (t, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= PSNR_TOLERANCE_DB,
+            "frame {t}: in-stream {g:.3} dB, the definition {w:.3} dB"
+        );
+    }
+    // The history does something: after the first frame the picture improves on a reset's.
+    assert!(want[SEQUENCE_FRAMES as usize - 1] > want[0], "{want:?}");
+}
