@@ -20,6 +20,9 @@ PY="${PYTHON:-python3}"
 SEQUENCES="${SEQUENCES:-64}"
 LENGTH="${LENGTH:-64}"
 BUDGET_S="${BUDGET_S:-720}"
+# STEPS=N: every seed trains exactly N steps (comparable runs; the time budget then only bounds
+# the timeout). Unset: each plans its steps from BUDGET_S, so seeds may run different counts.
+STEPS="${STEPS:-}"
 SEEDS="${SEEDS:-1 2}"
 # A smaller run (a CPU smoke test): CONFIG=/tmp/small.toml SEQUENCES=2 LENGTH=8 BUDGET_S=5
 # QUALITY_ARGS="--sequences 1 --frames 6 --warmup 2" TRAIN_ARGS="--arch tsr8 --patch 32 --warmup 2" ...
@@ -39,7 +42,7 @@ case "${1:-}" in
         cp -r .devrun/. "$W/work/"
         cp -r tools/train "$W/work/tools/"
         cp "$0" "$W/work/device_temporal.sh"
-        (cd "$W/work" && export SEQUENCES LENGTH BUDGET_S SEEDS CONFIG QUALITY_ARGS TRAIN_ARGS \
+        (cd "$W/work" && export SEQUENCES LENGTH BUDGET_S STEPS SEEDS CONFIG QUALITY_ARGS TRAIN_ARGS \
             && setsid nohup bash device_temporal.sh run >"$W/res/run.log" 2>&1 </dev/null &)
         echo "started in the background (log $W/res/run.log)"
         exit 0 ;;
@@ -71,8 +74,9 @@ stamp "training seeds $SEEDS side by side (each within $BUDGET_S s of steps)"
 pids=()
 for s in $SEEDS; do
     # shellcheck disable=SC2086
+    if [ -n "$STEPS" ]; then length=(--steps "$STEPS"); else length=(--time-budget "$BUDGET_S"); fi
     ( timeout $((BUDGET_S + 400)) "$PY" tools/train/temporal.py --data "$W/ds" --out "$R/temporal_s$s.onnx" \
-        --seed "$s" --time-budget "$BUDGET_S" --compare models/quality_x2.onnx \
+        --seed "$s" "${length[@]}" --compare models/quality_x2.onnx \
         --snapshot "$R/temporal_s$s.snapshot.onnx" $TRAIN_ARGS > "$R/train_s$s.log" 2>&1 ) &
     pids+=($!)
 done
