@@ -293,3 +293,80 @@ fn in_stream_runs_it_as_its_definition_says_on_a_rendered_sequence() {
     // The history does something: after the first frame the picture improves on a reset's.
     assert!(want[SEQUENCE_FRAMES as usize - 1] > want[0], "{want:?}");
 }
+
+/// A small temporal graph in the shipped model's shape (Concat → 1×1 conv → Add(history, x) →
+/// DepthToSpace), with the DepthToSpace `mode` given.
+fn tiny_temporal(mode: &'static str) -> upscale_demo::infer::Graph {
+    use infer_support::{floats, node, A};
+    let names = ["color", "depth", "motion", "history", "jitter"];
+    let nodes = vec![
+        node(
+            "Concat",
+            "cat",
+            &names,
+            &["cat_out"],
+            vec![("axis", A::I(1))],
+        ),
+        node("Conv", "conv", &["cat_out", "w", "b"], &["x"], vec![]),
+        node("Add", "add", &["history", "x"], &["sum"], vec![]),
+        node(
+            "DepthToSpace",
+            "d2s",
+            &["sum"],
+            &["output"],
+            vec![("blocksize", A::I(2)), ("mode", A::S(mode))],
+        ),
+    ];
+    let inputs: Vec<(&str, &[usize])> = vec![
+        ("color", &[1, 3, 5, 7]),
+        ("depth", &[1, 1, 5, 7]),
+        ("motion", &[1, 2, 5, 7]),
+        ("history", &[1, 12, 5, 7]),
+        ("jitter", &[1, 2, 5, 7]),
+    ];
+    let w: Vec<f32> = (0..12 * 20).map(|i| (i % 7) as f32 * 0.01).collect();
+    let inits = vec![
+        floats("w", &[12, 20, 1, 1], &w),
+        floats("b", &[12], &[0.0; 12]),
+    ];
+    let mut m = infer_support::model(nodes, &inputs, inits, "output");
+    let mut kind = onnx_protobuf::StringStringEntryProto::new();
+    kind.key = model::KIND_KEY.into();
+    kind.value = model::TEMPORAL_KIND.into();
+    m.metadata_props.push(kind);
+    Graph::from_model(&m, "tiny_temporal").unwrap()
+}
+
+#[test]
+fn the_engine_runs_a_temporal_model_between_its_concatenation_and_its_correction() {
+    let graph = tiny_temporal("CRD");
+    assert!(upscale_demo::infer::is_temporal(&graph));
+    let plan = upscale_demo::infer::plan_temporal(graph, 7, 5, &PlanOptions::reference()).unwrap();
+    let labels: Vec<&str> = plan.ops.iter().map(|op| op.label()).collect();
+    assert_eq!(labels, ["Conv:conv"], "{:?}", plan.report());
+    assert_eq!(plan.tensors[plan.inputs[0]].shape, [1, 20, 5, 7]);
+    assert_eq!(plan.tensors[plan.outputs[0]].shape, [1, 12, 5, 7]);
+    // The shipped model: its eight convs and the long residual Add (one dispatch per op in
+    // the reference plan), no Concat, no history Add, no DepthToSpace.
+    let shipped = Graph::load(&temporal_model()).unwrap();
+    let plan =
+        upscale_demo::infer::plan_temporal(shipped, 37, 21, &PlanOptions::reference()).unwrap();
+    let labels: Vec<&str> = plan.ops.iter().map(|op| op.label()).collect();
+    let convs = labels.iter().filter(|l| l.contains("Conv")).count();
+    assert_eq!((convs, labels.len()), (8, 9), "{labels:?}");
+    assert!(labels.contains(&"Add:long_skip"), "{labels:?}");
+}
+
+#[test]
+fn a_temporal_model_of_another_shape_is_refused_with_what_differs() {
+    let Err(e) =
+        upscale_demo::infer::plan_temporal(tiny_temporal("DCR"), 7, 5, &PlanOptions::reference())
+    else {
+        panic!("a DCR DepthToSpace was planned");
+    };
+    let why = e.to_string();
+    assert!(
+        why.contains("tiny_temporal") && why.contains("d2s") && why.contains("mode CRD"),
+        "{why}"
+    );
+}

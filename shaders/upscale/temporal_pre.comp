@@ -1,10 +1,12 @@
 #version 450
 // variants: FP16
 // In-stream pre-process of a temporal model (`models/README.md`, `tools/train/temporal.py`
-// defines every input): one invocation per render pixel writes its colour, depth, motion and
-// jitter, and the four output pixels it covers of the previous output warped to this frame
-// (space-to-depth, channel c*4 + i*2 + j = output pixel (2y + i, 2x + j) of colour c). On a
-// reset the history is the bilinear x2 of this frame's colour instead.
+// defines every input): one invocation per render pixel writes the model's concatenated inputs
+// (channels 0-2 colour, 3 depth, 4-5 motion, 6-17 history, 18-19 jitter: the graph's Concat,
+// which the engine then skips) and the history alone into `warped` for the post-process, which
+// adds it to the network's correction. The history: the four output pixels this render pixel
+// covers, of the previous output warped to this frame (space-to-depth: channel c*4 + i*2 + j =
+// output pixel (2y + i, 2x + j) of colour c); on a reset the bilinear x2 of this frame's colour.
 //
 // The warp, for output pixel o (centre o + 0.5), ratio = render size / output size:
 //   p = (o + 0.5) * ratio                      its unjittered render position
@@ -20,11 +22,11 @@ layout(set = 0, binding = 1) uniform sampler2D depth_in;
 layout(set = 0, binding = 2) uniform sampler2D motion_in;
 // The previous output, one packed RGBA8 word per output pixel (row-major).
 layout(set = 0, binding = 3) readonly buffer History { uint history_in[]; };
-layout(set = 0, binding = 4) writeonly buffer Color { sfp color_t[]; };
-layout(set = 0, binding = 5) writeonly buffer Depth { sfp depth_t[]; };
-layout(set = 0, binding = 6) writeonly buffer Motion { sfp motion_t[]; };
-layout(set = 0, binding = 7) writeonly buffer Warped { sfp history_t[]; };
-layout(set = 0, binding = 8) writeonly buffer Jitter { sfp jitter_t[]; };
+layout(set = 0, binding = 4) writeonly buffer Inputs { sfp inputs_t[]; };
+layout(set = 0, binding = 5) writeonly buffer Warped { sfp warped_t[]; };
+
+// First channel of each input in the concatenation.
+const uint COLOR = 0u, DEPTH = 3u, MOTION = 4u, HISTORY = 6u, JITTER = 18u;
 
 layout(push_constant) uniform Push {
     vec2 jitter;
@@ -74,20 +76,20 @@ void main() {
     uint plane = uint(size.x * size.y);
     uint i = uint(p.y * size.x + p.x);
     vec3 c = texelFetch(color_in, p, 0).rgb;
-    color_t[i] = sfp(c.r);
-    color_t[plane + i] = sfp(c.g);
-    color_t[2u * plane + i] = sfp(c.b);
+    inputs_t[COLOR * plane + i] = sfp(c.r);
+    inputs_t[(COLOR + 1u) * plane + i] = sfp(c.g);
+    inputs_t[(COLOR + 2u) * plane + i] = sfp(c.b);
     float depth = 0.0;
     vec2 motion_here = vec2(0.0);
     if (pc.has_motion != 0u) {
         depth = texelFetch(depth_in, p, 0).r;
         motion_here = texelFetch(motion_in, p, 0).rg;
     }
-    depth_t[i] = sfp(depth);
-    motion_t[i] = sfp(motion_here.x);
-    motion_t[plane + i] = sfp(motion_here.y);
-    jitter_t[i] = sfp(pc.jitter.x);
-    jitter_t[plane + i] = sfp(pc.jitter.y);
+    inputs_t[DEPTH * plane + i] = sfp(depth);
+    inputs_t[MOTION * plane + i] = sfp(motion_here.x);
+    inputs_t[(MOTION + 1u) * plane + i] = sfp(motion_here.y);
+    inputs_t[JITTER * plane + i] = sfp(pc.jitter.x);
+    inputs_t[(JITTER + 1u) * plane + i] = sfp(pc.jitter.y);
 
     bool warp = pc.reset == 0u && pc.has_motion != 0u;
     const float RATIO = 0.5;
@@ -104,7 +106,9 @@ void main() {
             h = bilinear_color(o, size);
         }
         for (int ch = 0; ch < 3; ch++) {
-            history_t[uint(ch * 4 + sub) * plane + i] = sfp(h[ch]);
+            uint k = uint(ch * 4 + sub);
+            inputs_t[(HISTORY + k) * plane + i] = sfp(h[ch]);
+            warped_t[k * plane + i] = sfp(h[ch]);
         }
     }
 }

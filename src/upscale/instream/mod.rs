@@ -49,11 +49,26 @@ pub fn plan_with(
     options: &PlanOptions,
 ) -> infer::Result<infer::Plan> {
     let graph = Graph::load(model)?;
-    let plan = if infer::is_temporal(&graph) {
-        infer::plan_temporal(&graph, render.0, render.1, options)?
-    } else {
-        infer::plan_upscaler_with(model, render.0, render.1, options)?
-    };
+    if infer::is_temporal(&graph) {
+        let plan = infer::plan_temporal(graph, render.0, render.1, options)?;
+        if output != (2 * render.0, 2 * render.1) {
+            return Err(infer::InferError::Graph {
+                file: plan.file.clone(),
+                reason: format!(
+                    "a temporal model upscales x2: render size {}x{} gives {}x{}, the output is {}x{}; \
+                     set `render.scale` to 2",
+                    render.0,
+                    render.1,
+                    2 * render.0,
+                    2 * render.1,
+                    output.0,
+                    output.1
+                ),
+            });
+        }
+        return Ok(plan);
+    }
+    let plan = infer::plan_upscaler_with(model, render.0, render.1, options)?;
     let shape = &plan.tensors[plan.outputs[0]].shape;
     let want = [1, 3, output.1 as usize, output.0 as usize];
     if shape.as_slice() != want {

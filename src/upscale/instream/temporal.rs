@@ -1,9 +1,11 @@
 //! The in-stream pattern with a temporal model (`upscale.kind = temporal`, `models/README.md`):
-//! around the engine's dispatches, `temporal_pre.comp` fills the model's five input tensors
-//! from the frame (colour, depth, motion vectors, jitter) and from the previous output warped
-//! to this frame, and `temporal_post.comp` writes the upscaled image and keeps its 8-bit
-//! values in a history buffer for the next frame. All in the frame's command buffer, ordered
-//! by compute barriers; the history buffer is made at load time, never per frame.
+//! the engine runs the model between its concatenated inputs and the correction it adds to
+//! the history (`infer::plan_temporal`); `temporal_pre.comp` writes that concatenation from the
+//! frame (colour, depth, motion vectors, jitter) and the previous output warped to this frame,
+//! and `temporal_post.comp` adds the warped history to the correction, writes the upscaled
+//! image and keeps its 8-bit values in a history buffer for the next frame. All in the frame's
+//! command buffer, ordered by compute barriers; the buffers are made at load time, never per
+//! frame.
 
 use ash::vk;
 use gpu_allocator::MemoryLocation;
@@ -24,6 +26,9 @@ pub struct TemporalIo {
     post: PipeId,
     /// The previous frame's upscaled image, one packed RGBA8 word per output pixel.
     history: Buffer,
+    /// This frame's warped history (12 channels at render size, the engine's precision), from
+    /// the pre- to the post-process.
+    warped: Buffer,
     /// No frame has written `history` since it was made: the next frame starts over.
     empty: bool,
     render: (u32, u32),
@@ -67,7 +72,7 @@ impl TemporalIo {
             full_subgroups: None,
         };
         let mut pre_bindings = vec![sampled; 3];
-        pre_bindings.extend([storage; 6]);
+        pre_bindings.extend([storage; 3]);
         let pre = pipelines.get_desc(
             gpu,
             desc(
@@ -82,7 +87,7 @@ impl TemporalIo {
             desc(
                 "in-stream temporal post",
                 post,
-                vec![storage, vk::DescriptorType::STORAGE_IMAGE, storage],
+                vec![storage, storage, vk::DescriptorType::STORAGE_IMAGE, storage],
                 0,
             ),
         )?;
@@ -92,12 +97,21 @@ impl TemporalIo {
             u64::from(output.0) * u64::from(output.1) * 4,
             vk::BufferUsageFlags::STORAGE_BUFFER,
             MemoryLocation::GpuOnly,
+        )?
+        .guard(gpu);
+        let warped = Buffer::new(
+            gpu,
+            "in-stream temporal warped history",
+            12 * u64::from(render.0) * u64::from(render.1) * precision.size(),
+            vk::BufferUsageFlags::STORAGE_BUFFER,
+            MemoryLocation::GpuOnly,
         )?;
         Ok(Self {
             pipelines: pipelines.keep(),
             pre,
             post,
-            history,
+            history: history.keep(),
+            warped,
             empty: true,
             render,
             output,
@@ -128,13 +142,14 @@ impl TemporalIo {
         };
         // Without depth and motion the colour stands in for them (the shader reads neither).
         let color = inputs.color.view;
-        let mut bindings = vec![
+        let bindings = [
             Binding::SampledImage(color, sampler),
             Binding::SampledImage(depth.map_or(color, |d| d.view), sampler),
             Binding::SampledImage(motion.map_or(color, |m| m.view), sampler),
             Binding::StorageBuffer(self.history.raw),
+            Binding::StorageBuffer(engine.input(0).0),
+            Binding::StorageBuffer(self.warped.raw),
         ];
-        bindings.extend((0..5).map(|i| Binding::StorageBuffer(engine.input(i).0)));
         let push = PrePush {
             jitter: inputs.jitter,
             reset: u32::from(inputs.reset || self.empty),
@@ -149,6 +164,7 @@ impl TemporalIo {
         rec.barrier();
         let bindings = [
             Binding::StorageBuffer(engine.output(0).0),
+            Binding::StorageBuffer(self.warped.raw),
             Binding::StorageImage(io.output.view),
             Binding::StorageBuffer(self.history.raw),
         ];
@@ -161,6 +177,7 @@ impl TemporalIo {
 
     pub fn destroy(self, gpu: &Gpu) {
         self.history.destroy(gpu);
+        self.warped.destroy(gpu);
         self.pipelines.destroy(gpu);
     }
 }
