@@ -12,7 +12,7 @@ mod infer_support;
 
 use std::path::PathBuf;
 
-use infer_support::gpu;
+use infer_support::{gpu, max_err};
 use upscale_demo::app::frames::FrameSource;
 use upscale_demo::app::quality::sequence::{self, SequenceArgs};
 use upscale_demo::game::sequences;
@@ -88,14 +88,6 @@ fn inputs() -> Vec<NamedTensor> {
         data,
     })
     .collect()
-}
-
-fn max_err(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 #[test]

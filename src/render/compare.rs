@@ -188,6 +188,11 @@ impl Compare {
         })
     }
 
+    /// Whether the right side's upscaler keeps history (`Upscaler::temporal`).
+    pub fn right_temporal(&self) -> bool {
+        self.right.as_ref().is_some_and(|r| r.upscaler.temporal())
+    }
+
     pub fn side(&self) -> CompareSide {
         self.side
     }

@@ -4,7 +4,6 @@
 
 use glam::Vec2;
 
-use super::compare::CompareSide;
 use super::composite::DebugView;
 use super::scene::SceneTargets;
 use super::{Renderer, Sizes};
@@ -86,10 +85,7 @@ impl Renderer {
     /// start's first frame is.
     pub(super) fn prepare_temporal(&mut self) {
         let pattern = self.upscaler.pattern();
-        let right_temporal = matches!(
-            self.compare_side(),
-            Some(CompareSide::Pattern(p)) if p.caps().temporal
-        );
+        let right_temporal = self.compare.as_ref().is_some_and(|c| c.right_temporal());
         if self.frame_reset {
             self.temporal.sequence.reset();
         }

@@ -262,13 +262,15 @@ class CollapsibleNet(torch.nn.Module):
             CollapsibleNet._identities[key] = eye
         return eye
 
-    def forward(self, x):
-        h, skip = x, None
+    def convs(self, h, sequence=None):
+        """The collapsed convs over `h` in `sequence` order (default conv_sequence(arch)), with
+        the activations and the long residual: the sub-pixel residual before DepthToSpace."""
+        skip = None
         last = len(self.layers) - 1
         # The collapse (a product of weights) stays fp32 under a bf16 autocast; the convs follow it.
-        with torch.autocast(x.device.type, enabled=False):
+        with torch.autocast(h.device.type, enabled=False):
             collapsed = [self.collapsed(i) for i in range(len(self.layers))]
-        for i in conv_sequence(self.arch):
+        for i in conv_sequence(self.arch) if sequence is None else sequence:
             w, b = collapsed[i]
             if i == last:
                 h = h + skip
@@ -277,8 +279,11 @@ class CollapsibleNet(torch.nn.Module):
                 h = F.leaky_relu(h, self.leaky)
             if i == 0:
                 skip = h
+        return h
+
+    def forward(self, x):
         base = F.interpolate(x, scale_factor=SCALE, mode="bilinear", align_corners=False)
-        return base + F.pixel_shuffle(h, SCALE)
+        return base + F.pixel_shuffle(self.convs(x), SCALE)
 
     @torch.no_grad()
     def export_convs(self):

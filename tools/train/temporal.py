@@ -98,17 +98,7 @@ class TemporalNet(nets.CollapsibleNet):
     def forward(self, color, depth, motion, history, jitter):
         planes = jitter[:, :, None, None].expand(-1, -1, *color.shape[-2:])
         h = torch.cat([color, depth, motion, history, planes], 1) * self.scales
-        skip, last = None, len(self.layers) - 1
-        with torch.autocast(color.device.type, enabled=False):
-            collapsed = [self.collapsed(i) for i in range(len(self.layers))]
-        for i, (w, b) in enumerate(collapsed):
-            if i == last:
-                h = h + skip
-            h = F.conv2d(h, w, b, padding=w.shape[-1] // 2)
-            if i < last:
-                h = F.leaky_relu(h, self.leaky)
-            if i == 0:
-                skip = h
+        h = self.convs(h, range(len(self.layers)))
         return F.pixel_shuffle(history + h, SCALE)
 
     @torch.no_grad()
