@@ -199,21 +199,8 @@ fn image_diff(a: &Path, b: &Path, max: Option<u8>) -> anyhow::Result<()> {
 
 fn run_dataset(config: &Config, args: &DatasetArgs) -> anyhow::Result<()> {
     let s = dataset::run(config, args)?;
-    println!(
-        "{} train + {} val pairs ({}x{} (msaa {}) -> {}x{}, reference {}x supersampled) in \
-         {} on {}, validation errors {}",
-        s.train.len(),
-        s.val.len(),
-        s.render_size[0],
-        s.render_size[1],
-        s.msaa,
-        s.output_size[0],
-        s.output_size[1],
-        s.supersample,
-        args.out.display(),
-        s.device,
-        s.validation_errors
-    );
+    let what = format!("{} train + {} val pairs", s.train.len(), s.val.len());
+    print_dataset(&what, &s.header, "", &args.out);
     Ok(())
 }
 
@@ -222,23 +209,31 @@ fn run_sequence_dataset(
     args: &dataset::sequences::SequenceArgs,
 ) -> anyhow::Result<()> {
     let s = dataset::sequences::run(config, args)?;
-    println!(
-        "{} train + {} val sequences of {} frames ({}x{} (msaa {}), jittered, with motion and \
-         depth -> {}x{}, reference {}x supersampled) in {} on {}, validation errors {}",
+    let what = format!(
+        "{} train + {} val sequences of {} frames",
         s.train.len(),
         s.val.len(),
-        s.length,
-        s.render_size[0],
-        s.render_size[1],
-        s.msaa,
-        s.output_size[0],
-        s.output_size[1],
-        s.supersample,
-        args.out.display(),
-        s.device,
-        s.validation_errors
+        s.length
+    );
+    print_dataset(
+        &what,
+        &s.header,
+        ", jittered, with motion and depth",
+        &args.out,
     );
     Ok(())
+}
+
+/// The line a finished `dataset` prints.
+fn print_dataset(what: &str, h: &dataset::DatasetHeader, middle: &str, out: &Path) {
+    println!(
+        "{what} ({}, reference {}x supersampled) in {} on {}, validation errors {}",
+        h.sizes(middle),
+        h.supersample,
+        out.display(),
+        h.device,
+        h.validation_errors
+    );
 }
 
 /// `headless`: the scripted path once, or (`--soak`) the long switching run.

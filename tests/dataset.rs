@@ -119,7 +119,10 @@ fn dataset_is_complete_deterministic_and_split() {
             supersample: 2,
         };
         let s = dataset::run(&config, &args).unwrap();
-        assert_eq!(s.validation_errors, 0, "validation errors: see the log");
+        assert_eq!(
+            s.header.validation_errors, 0,
+            "validation errors: see the log"
+        );
         assert_eq!((s.train.len(), s.val.len()), (6, 4));
         out
     };
@@ -169,7 +172,10 @@ fn sequence_dataset(name: &str) -> (std::path::PathBuf, SequenceSummary) {
         supersample: 2,
     };
     let s = sequences::run(&common::small_config(), &args).unwrap();
-    assert_eq!(s.validation_errors, 0, "validation errors: see the log");
+    assert_eq!(
+        s.header.validation_errors, 0,
+        "validation errors: see the log"
+    );
     (out, s)
 }
 

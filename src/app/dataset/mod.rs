@@ -31,8 +31,9 @@ pub struct DatasetArgs {
     pub supersample: u32,
 }
 
+/// What every `dataset.json` starts with: how its images were made.
 #[derive(serde::Serialize)]
-pub struct DatasetSummary {
+pub struct DatasetHeader {
     pub seed: u64,
     pub render_size: [u32; 2],
     pub output_size: [u32; 2],
@@ -41,6 +42,34 @@ pub struct DatasetSummary {
     pub supersample: u32,
     pub device: String,
     pub validation_errors: u32,
+}
+
+impl DatasetHeader {
+    /// The header of a dataset `source` rendered (read after the last render, for its
+    /// validation errors).
+    pub fn of(source: &FrameSource, seed: u64, supersample: u32) -> Self {
+        Self {
+            seed,
+            render_size: [source.render.0, source.render.1],
+            output_size: [source.output.0, source.output.1],
+            msaa: source.msaa,
+            supersample,
+            device: source.gpu.info.name.clone(),
+            validation_errors: source.gpu.validation_errors(),
+        }
+    }
+
+    /// "WxH (msaa M) -> WxH", then what follows the sizes, for the line the commands print.
+    pub fn sizes(&self, middle: &str) -> String {
+        let ([rw, rh], [ow, oh]) = (self.render_size, self.output_size);
+        format!("{rw}x{rh} (msaa {}){middle} -> {ow}x{oh}", self.msaa)
+    }
+}
+
+#[derive(serde::Serialize)]
+pub struct DatasetSummary {
+    #[serde(flatten)]
+    pub header: DatasetHeader,
     pub split: &'static str,
     pub train: Vec<Pose>,
     pub val: Vec<Pose>,
@@ -72,13 +101,7 @@ pub fn run(config: &Config, args: &DatasetArgs) -> anyhow::Result<DatasetSummary
         )
     })?;
     let summary = DatasetSummary {
-        seed: args.seed,
-        render_size: [source.render.0, source.render.1],
-        output_size: [source.output.0, source.output.1],
-        msaa: source.msaa,
-        supersample: args.supersample,
-        device: source.gpu.info.name.clone(),
-        validation_errors: source.gpu.validation_errors(),
+        header: DatasetHeader::of(&source, args.seed, args.supersample),
         split: "spatial: val poses stand in held-out 5 m cells (1 in 8), train poses at least \
                 0.75 m outside them (src/game/poses.rs)",
         train,

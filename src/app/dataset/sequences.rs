@@ -27,7 +27,7 @@ use std::sync::mpsc;
 
 use anyhow::Context as _;
 
-use super::{save_training_png, with_writers, write_json};
+use super::{save_training_png, with_writers, write_json, DatasetHeader};
 use crate::app::config::Config;
 use crate::app::frames::{FrameSource, TemporalFrame};
 use crate::game::poses::{Pose, Split};
@@ -58,14 +58,8 @@ pub struct SequenceArgs {
 
 #[derive(serde::Serialize)]
 pub struct SequenceSummary {
-    pub seed: u64,
-    pub render_size: [u32; 2],
-    pub output_size: [u32; 2],
-    /// Samples per pixel of the scene pass (`render.msaa`), for both images of a frame.
-    pub msaa: u32,
-    pub supersample: u32,
-    pub device: String,
-    pub validation_errors: u32,
+    #[serde(flatten)]
+    pub header: DatasetHeader,
     pub length: u64,
     /// Animation seconds between consecutive frames.
     pub frame_dt: f32,
@@ -148,13 +142,7 @@ fn finish(
     val: Vec<SequenceEntry>,
 ) -> anyhow::Result<SequenceSummary> {
     let summary = SequenceSummary {
-        seed: args.seed,
-        render_size: [source.render.0, source.render.1],
-        output_size: [source.output.0, source.output.1],
-        msaa: source.msaa,
-        supersample: args.supersample,
-        device: source.gpu.info.name.clone(),
-        validation_errors: source.gpu.validation_errors(),
+        header: DatasetHeader::of(source, args.seed, args.supersample),
         length: args.length,
         frame_dt: FRAME_DT,
         jitter_period: crate::game::jitter::sequence_len(scale),

@@ -8,7 +8,6 @@ use ort::value::TensorRef;
 
 use super::info::{
     self, ModelInfo, ScaleSource, IMAGE_CHANNELS, KIND_KEY, SCALE_KEY, TEMPORAL_KIND,
-    TEMPORAL_REFUSAL,
 };
 use super::{ModelError, PROBE_SIZE};
 
@@ -69,19 +68,19 @@ fn one_input_one_output(path: &Path, session: &Session) -> Result<(), ModelError
         .ok()
         .and_then(|m| m.custom(KIND_KEY))
         .is_some_and(|kind| kind == TEMPORAL_KIND);
+    if temporal {
+        return Err(ModelError::Temporal {
+            path: path.to_path_buf(),
+        });
+    }
     Err(ModelError::NotImage {
         path: path.to_path_buf(),
         found: format!(
-            "it has {} input(s) [{}] and {} output(s) [{}]{}",
+            "it has {} input(s) [{}] and {} output(s) [{}]",
             ins.len(),
             names(ins).join(", "),
             outs.len(),
-            names(outs).join(", "),
-            if temporal {
-                format!(": {TEMPORAL_REFUSAL}")
-            } else {
-                String::new()
-            }
+            names(outs).join(", ")
         ),
     })
 }

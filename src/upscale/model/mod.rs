@@ -59,6 +59,8 @@ pub enum ModelError {
          (one input, one output)", path.display()
     )]
     NotImage { path: PathBuf, found: String },
+    #[error("model {}: {TEMPORAL_REFUSAL}", path.display())]
+    Temporal { path: PathBuf },
     #[error("model {}: cannot determine the upscale factor: {reason}", path.display())]
     Scale { path: PathBuf, reason: String },
     #[error(
