@@ -2,10 +2,10 @@
 //! `tools/train/temporal.py`): its five inputs and metadata are what the model card says; the
 //! in-stream engine computes what ONNX Runtime computes on the same inputs (fp32 within 1e-4,
 //! fp16 within 1e-2 on 0..1 images; lavapipe, validation on), `run-model` runs it on both
-//! engines, and the single-frame paths refuse it with the reason instead of failing. The
-//! in-stream pattern runs it on a rendered sequence exactly as its definition says: the
-//! host-side inputs (`upscale::model::temporal`, the warp written out plainly) through ONNX
-//! Runtime give the same pictures, frame by frame, history included.
+//! engines, and shared-memory refuses it with the reason instead of failing. The in-stream and
+//! cpu-roundtrip patterns run it on a rendered sequence as its definition says: the host-side
+//! inputs (`upscale::model::temporal`, the warp written out plainly) through ONNX Runtime give
+//! the same pictures, frame by frame, history included.
 
 mod common;
 mod infer_support;
@@ -195,22 +195,29 @@ fn run_model_runs_the_five_inputs_on_both_engines() {
 }
 
 #[test]
-fn the_onnx_runtime_patterns_refuse_it_and_say_why_in_stream_takes_it() {
+fn shared_memory_refuses_it_and_says_why_in_stream_and_cpu_roundtrip_take_it() {
     init_ort();
     let mut config = common::small_config();
     config.upscale.model = temporal_model();
     let ml = upscale_demo::app::session::ml_settings(&config).unwrap();
-    for pattern in [Pattern::CpuRoundtrip, Pattern::SharedMemory] {
-        let why = upscale::probe(pattern, &ml, (160, 90), (320, 180)).unwrap_err();
+    let why = upscale::probe(Pattern::SharedMemory, &ml, (160, 90), (320, 180)).unwrap_err();
+    assert!(
+        why.contains("temporal_x2.onnx") && why.contains("temporal model"),
+        "{why}"
+    );
+    for pattern in [Pattern::InStream, Pattern::CpuRoundtrip] {
+        assert_eq!(
+            upscale::probe(pattern, &ml, (160, 90), (320, 180)),
+            Ok(()),
+            "{pattern:?}"
+        );
+        // A temporal model is x2: another scale is refused with the sizes.
+        let why = upscale::probe(pattern, &ml, (160, 90), (480, 270)).unwrap_err();
         assert!(
-            why.contains("temporal_x2.onnx") && why.contains("temporal model"),
+            why.contains("temporal_x2.onnx") && why.contains("480x270"),
             "{pattern:?}: {why}"
         );
     }
-    assert_eq!(
-        upscale::probe(Pattern::InStream, &ml, (160, 90), (320, 180)),
-        Ok(())
-    );
 }
 
 /// Frames of the rendered sequence, and the tolerance per frame in dB (fp32 engine against ONNX
@@ -220,7 +227,7 @@ const SEQUENCE_FRAMES: u64 = 6;
 const PSNR_TOLERANCE_DB: f64 = 0.02;
 
 #[test]
-fn in_stream_runs_it_as_its_definition_says_on_a_rendered_sequence() {
+fn in_stream_and_cpu_roundtrip_run_it_as_its_definition_says_on_a_rendered_sequence() {
     init_ort();
     let mut config = common::small_config();
     config.upscale.precision = "fp32".into();
@@ -231,18 +238,24 @@ fn in_stream_runs_it_as_its_definition_says_on_a_rendered_sequence() {
         seed: 1,
         supersample: 1,
         models: vec![temporal_model()],
-        patterns: vec![Pattern::InStream],
+        patterns: vec![Pattern::InStream, Pattern::CpuRoundtrip],
         out: None,
         progress: false,
     };
     let report = sequence::run(&config, &args).unwrap();
-    let method = report
-        .methods
+    let rows: Vec<_> = [Pattern::InStream, Pattern::CpuRoundtrip]
         .iter()
-        .find(|m| m.model.as_deref() == Some("temporal_x2"))
-        .unwrap_or_else(|| panic!("no in-stream temporal_x2 row: {:?}", report.unavailable));
-    assert!(method.jittered && method.temporal, "{}", method.method);
-    let got = &method.sequences[0].psnr_y;
+        .map(|p| {
+            let method = report
+                .methods
+                .iter()
+                .find(|m| m.pattern.as_deref() == Some(p.name()))
+                .unwrap_or_else(|| panic!("no {p} row: {:?}", report.unavailable));
+            assert!(method.jittered && method.temporal, "{}", method.method);
+            assert_eq!(method.model.as_deref(), Some("temporal_x2"));
+            (p.name(), method.sequences[0].psnr_y.clone())
+        })
+        .collect();
 
     // The same sequence through the host-side definition and ONNX Runtime.
     let mut source = FrameSource::temporal(&config, args.supersample).unwrap();
@@ -274,13 +287,16 @@ fn in_stream_runs_it_as_its_definition_says_on_a_rendered_sequence() {
         want.push(metrics::psnr_y(&image, &pair.hr));
         previous = Some(image.into_raw());
     }
-    println!("in-stream PSNR-Y per frame {got:.3?}, host definition + ONNX Runtime {want:.3?}");
-    assert_eq!(got.len(), want.len());
-    for (t, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!(
-            (g - w).abs() <= PSNR_TOLERANCE_DB,
-            "frame {t}: in-stream {g:.3} dB, the definition {w:.3} dB"
-        );
+    println!("host definition + ONNX Runtime, PSNR-Y per frame {want:.3?}");
+    for (pattern, got) in &rows {
+        println!("{pattern}: {got:.3?}");
+        assert_eq!(got.len(), want.len());
+        for (t, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= PSNR_TOLERANCE_DB,
+                "frame {t}: {pattern} {g:.3} dB, the definition {w:.3} dB"
+            );
+        }
     }
     // The history does something: after the first frame the picture improves on a reset's.
     assert!(want[SEQUENCE_FRAMES as usize - 1] > want[0], "{want:?}");
@@ -361,4 +377,66 @@ fn a_temporal_model_of_another_shape_is_refused_with_what_differs() {
         why.contains("tiny_temporal") && why.contains("d2s") && why.contains("mode CRD"),
         "{why}"
     );
+}
+
+/// The last picture of `frames` frames of the scripted path through `pattern` (fp32 engine),
+/// and the input it was given.
+fn last_frame(pattern: Pattern, frames: u64) -> (image::RgbaImage, image::RgbaImage) {
+    use upscale_demo::app::headless::{self, HeadlessArgs};
+    let mut config = common::small_config();
+    config.upscale.model = temporal_model();
+    config.upscale.precision = "fp32".into();
+    let out = common::out_dir(&format!("temporal_{frames}_{}", pattern.name()));
+    let args = HeadlessArgs {
+        frames,
+        out: out.clone(),
+        pattern: Some(pattern),
+        switch_every: None,
+        ..Default::default()
+    };
+    let summary = headless::run(&config, &args).unwrap();
+    common::assert_clean_teardown(&summary);
+    assert_eq!(
+        summary.validation_errors, 0,
+        "validation errors: see the log"
+    );
+    assert_eq!(summary.pattern, pattern.name());
+    let open = |name: &str| image::open(out.join(name)).unwrap().to_rgba8();
+    (open("input.png"), open("last.png"))
+}
+
+/// The patterns against each other on the scripted path, history carried through every frame:
+/// on the first frame in-stream (fp32) and cpu-roundtrip agree within 1/255 per channel, as for
+/// a single-frame model; after 32 frames within the measured bounds below. They do not stay
+/// within 1/255: the engine and ONNX Runtime differ by ~1e-6 (fp32), which flips the 8-bit
+/// rounding of a few samples, and the history carries each flip on and spreads it through the
+/// warp's bilinear taps (lavapipe, 160x90 -> 320x180: 6 samples differ after 1 frame, 1,382
+/// after 8, 44,750 of 172,800 after 32, mean 0.27/255, at most 4/255).
+#[test]
+fn in_stream_and_cpu_roundtrip_agree_frame_by_frame_with_history() {
+    for (frames, max_allowed, mean_allowed) in [(1, 1, 0.01), (32, 8, 0.5)] {
+        let [(input_a, a), (input_b, b)] =
+            [Pattern::InStream, Pattern::CpuRoundtrip].map(|p| last_frame(p, frames));
+        assert_eq!(
+            input_a.as_raw(),
+            input_b.as_raw(),
+            "both patterns were given the same frame"
+        );
+        let diffs: Vec<u8> = a
+            .as_raw()
+            .iter()
+            .zip(b.as_raw())
+            .map(|(x, y)| x.abs_diff(*y))
+            .collect();
+        let max = diffs.iter().copied().max().unwrap();
+        let mean = diffs.iter().map(|&d| f64::from(d)).sum::<f64>() / (diffs.len() / 4 * 3) as f64;
+        println!(
+            "after {frames} frame(s): in-stream vs cpu-roundtrip max {max}/255, mean {mean:.3}/255"
+        );
+        assert!(max <= max_allowed, "after {frames} frames: {max}/255");
+        assert!(
+            mean <= mean_allowed,
+            "after {frames} frames: mean {mean:.3}/255"
+        );
+    }
 }

@@ -219,7 +219,8 @@ fn temporal_ends(graph: &Graph) -> std::result::Result<(usize, (usize, usize), S
     Ok((head, (a, d), x.clone()))
 }
 
-fn plan_graph(graph: &Graph, width: u32, height: u32, options: &PlanOptions) -> Result<Plan> {
+/// [`plan_upscaler_with`] for a graph already loaded.
+pub fn plan_graph(graph: &Graph, width: u32, height: u32, options: &PlanOptions) -> Result<Plan> {
     let shape = plan::image_input_shape(graph, height as usize, width as usize)?;
     let plan = Plan::with_options(graph, &[shape], options)?;
     if plan.outputs.len() != 1 {

@@ -442,9 +442,17 @@ pub fn probe(
             .map_err(|e| e.to_string());
     }
     ml.runtime()?;
-    let (_, info) =
-        model::OrtModel::load(&ml.model, ml.provider, Some(1)).map_err(|e| e.to_string())?;
-    model::OrtModel::check_sizes(&info, render, output).map_err(|e| e.to_string())
+    match model::OrtModel::load(&ml.model, ml.provider, Some(1)) {
+        Ok((_, info)) => {
+            model::OrtModel::check_sizes(&info, render, output).map_err(|e| e.to_string())
+        }
+        // A temporal model: cpu-roundtrip feeds it, shared-memory refuses it.
+        Err(model::ModelError::Temporal { .. }) if pattern == Pattern::CpuRoundtrip => {
+            model::OrtTemporal::load(&ml.model, ml.provider, Some(1)).map_err(|e| e.to_string())?;
+            roundtrip::check_temporal_sizes(&ml.model, render, output).map_err(|e| e.to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[cfg(test)]

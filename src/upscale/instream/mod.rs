@@ -68,7 +68,7 @@ pub fn plan_with(
         }
         return Ok(plan);
     }
-    let plan = infer::plan_upscaler_with(model, render.0, render.1, options)?;
+    let plan = infer::plan_graph(&graph, render.0, render.1, options)?;
     let shape = &plan.tensors[plan.outputs[0]].shape;
     let want = [1, 3, output.1 as usize, output.0 as usize];
     if shape.as_slice() != want {

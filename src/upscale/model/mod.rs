@@ -19,7 +19,7 @@ use std::str::FromStr;
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::TensorRefMut;
 
-pub use graph_run::{run_graph, NamedTensor};
+pub use graph_run::{run_graph, NamedTensor, OrtTemporal};
 pub use info::{
     ModelInfo, ScaleSource, IMAGE_CHANNELS, KIND_KEY, MAX_SCALE, SCALE_KEY, TEMPORAL_INPUTS,
     TEMPORAL_KIND, TEMPORAL_REFUSAL,

@@ -30,24 +30,41 @@ pub struct HostFrame<'a> {
 /// The model's inputs for `frame`, in [`TEMPORAL_INPUTS`] order; `previous` is the previous
 /// output as RGBA8 at twice the render size, None on a reset.
 pub fn inputs(frame: &HostFrame, previous: Option<&[u8]>) -> Vec<NamedTensor> {
+    let mut tensors = empty_inputs(frame.width, frame.height);
+    fill_inputs(frame, previous, &mut tensors);
+    tensors
+}
+
+/// Zeroed input tensors for render size `width` × `height` (allocated once by a pattern).
+pub fn empty_inputs(width: usize, height: usize) -> Vec<NamedTensor> {
+    TEMPORAL_INPUTS
+        .iter()
+        .map(|&(name, c)| NamedTensor {
+            name: name.to_string(),
+            shape: vec![1, c, height, width],
+            data: vec![0.0; c * width * height],
+        })
+        .collect()
+}
+
+/// [`inputs`] written into `tensors` (from [`empty_inputs`] of the frame's size).
+pub fn fill_inputs(frame: &HostFrame, previous: Option<&[u8]>, tensors: &mut [NamedTensor]) {
     let (w, h) = (frame.width, frame.height);
     let n = w * h;
-    let mut color = vec![0.0; 3 * n];
-    let mut depth = vec![0.0; n];
-    let mut motion = vec![0.0; 2 * n];
-    let mut jitter = vec![0.0; 2 * n];
+    let [color, depth, motion, history, jitter] = tensors else {
+        panic!("{} input tensors, a temporal model has 5", tensors.len());
+    };
     for i in 0..n {
         for c in 0..3 {
-            color[c * n + i] = f32::from(frame.color[4 * i + c]) / 255.0;
+            color.data[c * n + i] = f32::from(frame.color[4 * i + c]) / 255.0;
         }
-        depth[i] = frame.depth[i];
-        motion[i] = frame.motion[2 * i].to_f32();
-        motion[n + i] = frame.motion[2 * i + 1].to_f32();
-        jitter[i] = frame.jitter[0];
-        jitter[n + i] = frame.jitter[1];
+        depth.data[i] = frame.depth[i];
+        motion.data[i] = frame.motion[2 * i].to_f32();
+        motion.data[n + i] = frame.motion[2 * i + 1].to_f32();
+        jitter.data[i] = frame.jitter[0];
+        jitter.data[n + i] = frame.jitter[1];
     }
     let (ow, oh) = (2 * w, 2 * h);
-    let mut history = vec![0.0; 12 * n];
     for y in 0..h {
         for x in 0..w {
             for sub in 0..4 {
@@ -57,21 +74,12 @@ pub fn inputs(frame: &HostFrame, previous: Option<&[u8]>) -> Vec<NamedTensor> {
                     Some(prev) => warped(frame, prev, (ox, oy), (ow, oh)),
                     None => bilinear_color(frame, (ox, oy)),
                 };
-                for c in 0..3 {
-                    history[(c * 4 + sub) * n + y * w + x] = rgb[c];
+                for (c, v) in rgb.into_iter().enumerate() {
+                    history.data[(c * 4 + sub) * n + y * w + x] = v;
                 }
             }
         }
     }
-    [color, depth, motion, history, jitter]
-        .into_iter()
-        .zip(TEMPORAL_INPUTS)
-        .map(|(data, (name, c))| NamedTensor {
-            name: name.to_string(),
-            shape: vec![1, c, h, w],
-            data,
-        })
-        .collect()
 }
 
 /// The previous output warped to output pixel `o` of this frame.

@@ -8,6 +8,11 @@
 //! the host; `run_host` converts, infers, converts; `record_after` (submission B) copies upload
 //! buffer → output image. vkQueueSubmit of B makes the host's writes to the upload buffer
 //! visible to the device (the memory is host-coherent, or flushed here).
+//!
+//! A temporal model (`upscale.kind = temporal`): submission A also copies the depth and the
+//! motion vectors into readback buffers, and the host step builds the model's five inputs with
+//! `model::temporal::fill_inputs` (the warp of its previous output, kept on the host) before
+//! ONNX Runtime runs it.
 
 mod convert;
 
@@ -16,7 +21,8 @@ use std::time::Instant;
 use ash::vk;
 use gpu_allocator::MemoryLocation;
 
-use super::model::OrtModel;
+use super::model::temporal::{self, HostFrame};
+use super::model::{self as models, NamedTensor, OrtModel, OrtTemporal};
 use super::{FrameIo, FrameSplit, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier::{self, Transition};
 use crate::gpu::frame::FRAMES_IN_FLIGHT;
@@ -39,8 +45,30 @@ impl gpu::Destroy for SlotBuffers {
     }
 }
 
+/// What runs the model: a single-frame upscaler, or a temporal model and what it keeps.
+enum Runner {
+    Image(Box<OrtModel>),
+    Temporal(Box<TemporalHost>),
+}
+
+struct TemporalHost {
+    model: OrtTemporal,
+    /// Per slot: the depth (f32) and motion vectors (2 × f16) read back, 4 bytes a pixel each.
+    depth: Vec<Buffer>,
+    motion: Vec<Buffer>,
+    /// Per slot: the frame's jitter, and whether the history applies to it (no reset, and
+    /// motion vectors given).
+    frames: [([f32; 2], bool); FRAMES_IN_FLIGHT],
+    /// The model's inputs, allocated once.
+    inputs: Vec<NamedTensor>,
+    /// The previous output (RGBA8, output size), when there is one.
+    previous: Vec<u8>,
+    has_previous: bool,
+    size: (usize, usize),
+}
+
 pub struct CpuRoundtrip {
-    model: OrtModel,
+    model: Runner,
     slots: Vec<SlotBuffers>,
     /// Model input and output, NCHW f32, allocated once; ORT reads and writes them in place.
     input: Vec<f32>,
@@ -52,9 +80,63 @@ pub struct CpuRoundtrip {
 
 impl CpuRoundtrip {
     pub fn new(gpu: &Gpu, ml: &MlSettings, input: &Image, output: &Image) -> anyhow::Result<Self> {
-        let (model, info) = OrtModel::load(&ml.model, ml.provider, ml.intra_threads)?;
         let (ri, ro) = (input.extent(), output.extent());
+        let (model, info) = match OrtModel::load(&ml.model, ml.provider, ml.intra_threads) {
+            Err(models::ModelError::Temporal { .. }) => {
+                return Self::new_temporal(gpu, ml, input, output)
+            }
+            loaded => loaded?,
+        };
         OrtModel::check_sizes(&info, (ri.width, ri.height), (ro.width, ro.height))?;
+        Self::with_runner(gpu, Runner::Image(Box::new(model)), input, output)
+    }
+
+    fn new_temporal(
+        gpu: &Gpu,
+        ml: &MlSettings,
+        input: &Image,
+        output: &Image,
+    ) -> anyhow::Result<Self> {
+        let (ri, ro) = (input.extent(), output.extent());
+        let model = OrtTemporal::load(&ml.model, ml.provider, ml.intra_threads)?;
+        check_temporal_sizes(&ml.model, (ri.width, ri.height), (ro.width, ro.height))?;
+        let bytes = u64::from(ri.width) * u64::from(ri.height) * 4;
+        let readback = |what: &str, i: usize| {
+            Buffer::new(
+                gpu,
+                &format!("roundtrip {what} readback {i}"),
+                bytes,
+                vk::BufferUsageFlags::TRANSFER_DST,
+                MemoryLocation::GpuToCpu,
+            )
+        };
+        let depth =
+            gpu::guard::try_collect(gpu, (0..FRAMES_IN_FLIGHT).map(|i| readback("depth", i)))?
+                .guard(gpu);
+        let motion =
+            gpu::guard::try_collect(gpu, (0..FRAMES_IN_FLIGHT).map(|i| readback("motion", i)))?
+                .guard(gpu);
+        let size = (ri.width as usize, ri.height as usize);
+        let host = TemporalHost {
+            model,
+            depth: depth.keep(),
+            motion: motion.keep(),
+            frames: [([0.0; 2], false); FRAMES_IN_FLIGHT],
+            inputs: temporal::empty_inputs(size.0, size.1),
+            previous: vec![0; (ro.width * ro.height * 4) as usize],
+            has_previous: false,
+            size,
+        };
+        Self::with_runner(gpu, Runner::Temporal(Box::new(host)), input, output)
+    }
+
+    fn with_runner(
+        gpu: &Gpu,
+        model: Runner,
+        input: &Image,
+        output: &Image,
+    ) -> anyhow::Result<Self> {
+        let (ri, ro) = (input.extent(), output.extent());
         let in_shape = [1, 3, ri.height as usize, ri.width as usize];
         let out_shape = [1, 3, ro.height as usize, ro.width as usize];
         let in_bytes = ri.width as u64 * ri.height as u64 * 4;
@@ -96,6 +178,16 @@ impl CpuRoundtrip {
     }
 }
 
+impl CpuRoundtrip {
+    /// Bytes a frame of a temporal model also reads back: its depth and motion vectors.
+    fn temporal_bytes(&self) -> u64 {
+        match &self.model {
+            Runner::Temporal(t) => t.depth[0].size + t.motion[0].size,
+            Runner::Image(_) => 0,
+        }
+    }
+}
+
 impl FrameSplit for CpuRoundtrip {
     fn schedule(&self) -> Schedule {
         Schedule::HostStep
@@ -105,23 +197,53 @@ impl FrameSplit for CpuRoundtrip {
         let buffers = &mut self.slots[slot];
         let t0 = Instant::now();
         buffers.readback.invalidate_for_host(gpu)?;
-        rgba8_to_nchw(buffers.readback.mapped(), &mut self.input);
-        let t1 = Instant::now();
-        self.model.run(
-            &mut self.input,
-            self.in_shape,
-            &mut self.output,
-            self.out_shape,
-        )?;
-        let t2 = Instant::now();
-        nchw_to_rgba8(&self.output, buffers.upload.mapped_mut());
+        let (t1, t2) = match &mut self.model {
+            Runner::Image(model) => {
+                rgba8_to_nchw(buffers.readback.mapped(), &mut self.input);
+                let t1 = Instant::now();
+                model.run(
+                    &mut self.input,
+                    self.in_shape,
+                    &mut self.output,
+                    self.out_shape,
+                )?;
+                let t2 = Instant::now();
+                nchw_to_rgba8(&self.output, buffers.upload.mapped_mut());
+                (t1, t2)
+            }
+            Runner::Temporal(t) => {
+                t.depth[slot].invalidate_for_host(gpu)?;
+                t.motion[slot].invalidate_for_host(gpu)?;
+                let (jitter, applies) = t.frames[slot];
+                let n = t.size.0 * t.size.1;
+                let frame = HostFrame {
+                    width: t.size.0,
+                    height: t.size.1,
+                    color: buffers.readback.mapped(),
+                    depth: &bytemuck::cast_slice(t.depth[slot].mapped())[..n],
+                    motion: &bytemuck::cast_slice(t.motion[slot].mapped())[..2 * n],
+                    jitter,
+                };
+                let previous = (applies && t.has_previous).then_some(t.previous.as_slice());
+                temporal::fill_inputs(&frame, previous, &mut t.inputs);
+                let t1 = Instant::now();
+                t.model.run(&t.inputs, &mut self.output)?;
+                let t2 = Instant::now();
+                // Kept as the next frame's history, then copied to the (write-combined) upload.
+                nchw_to_rgba8(&self.output, &mut t.previous);
+                t.has_previous = true;
+                let len = t.previous.len();
+                buffers.upload.mapped_mut()[..len].copy_from_slice(&t.previous);
+                (t1, t2)
+            }
+        };
         buffers.upload.flush_for_device(gpu)?;
         let t3 = Instant::now();
         let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
         times.push(("to_tensor", ms(t0, t1)));
         times.push(("inference", ms(t1, t2)));
         times.push(("from_tensor", ms(t2, t3)));
-        self.host_copy_bytes = buffers.readback.size + buffers.upload.size;
+        self.host_copy_bytes = buffers.readback.size + buffers.upload.size + self.temporal_bytes();
         Ok(())
     }
 }
@@ -129,6 +251,10 @@ impl FrameSplit for CpuRoundtrip {
 impl Upscaler for CpuRoundtrip {
     fn pattern(&self) -> Pattern {
         Pattern::CpuRoundtrip
+    }
+
+    fn temporal(&self) -> bool {
+        matches!(self.model, Runner::Temporal(_))
     }
 
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
@@ -163,7 +289,16 @@ impl Upscaler for CpuRoundtrip {
                 to: barrier::SAMPLED,
             }],
         );
-        // The host reads the buffer after waiting for this submission's timeline value.
+        if let Runner::Temporal(t) = &mut self.model {
+            let inputs = io.inputs;
+            let given = inputs.depth.zip(inputs.motion);
+            t.frames[io.slot] = (inputs.jitter, !inputs.reset && given.is_some());
+            if let Some((depth, motion)) = given {
+                copy_to_buffer(device, io.cmd, depth, t.depth[io.slot].raw);
+                copy_to_buffer(device, io.cmd, motion, t.motion[io.slot].raw);
+            }
+        }
+        // The host reads the buffers after waiting for this submission's timeline value.
         barrier::memory(
             device,
             io.cmd,
@@ -213,13 +348,65 @@ impl Upscaler for CpuRoundtrip {
     }
 
     fn bus_bytes(&self) -> u64 {
-        self.slots[0].readback.size + self.slots[0].upload.size
+        self.slots[0].readback.size + self.slots[0].upload.size + self.temporal_bytes()
     }
 
     fn destroy(self: Box<Self>, gpu: &Gpu) {
+        if let Runner::Temporal(t) = self.model {
+            for b in t.depth.into_iter().chain(t.motion) {
+                b.destroy(gpu);
+            }
+        }
         for slot in self.slots {
             slot.readback.destroy(gpu);
             slot.upload.destroy(gpu);
         }
     }
+}
+
+/// Copies a sampled render-size image (colour or depth aspect, 4 bytes a pixel) into `buffer`
+/// and gives it back to the samplers.
+///
+/// # Safety
+/// `cmd` is recording outside a render pass; `image` is in `barrier::SAMPLED`.
+unsafe fn copy_to_buffer(
+    device: &ash::Device,
+    cmd: vk::CommandBuffer,
+    image: &Image,
+    buffer: vk::Buffer,
+) {
+    let t = |from, to| Transition {
+        image: image.raw,
+        range: image.desc.range(),
+        from,
+        to,
+    };
+    barrier::transition(device, cmd, &[t(barrier::SAMPLED, barrier::TRANSFER_SRC)]);
+    let mut region = gpu::image::whole_copy(image.extent());
+    region.image_subresource.aspect_mask = image.desc.range().aspect_mask;
+    device.cmd_copy_image_to_buffer(
+        cmd,
+        image.raw,
+        vk::ImageLayout::TRANSFER_SRC_OPTIMAL,
+        buffer,
+        &[region],
+    );
+    barrier::transition(device, cmd, &[t(barrier::TRANSFER_SRC, barrier::SAMPLED)]);
+}
+
+/// A temporal model upscales x2: the output must be twice the render size.
+pub(super) fn check_temporal_sizes(
+    path: &std::path::Path,
+    render: (u32, u32),
+    output: (u32, u32),
+) -> Result<(), models::ModelError> {
+    if output == (2 * render.0, 2 * render.1) {
+        return Ok(());
+    }
+    Err(models::ModelError::SizeMismatch {
+        model: path.to_path_buf(),
+        scale: 2,
+        render,
+        output,
+    })
 }
