@@ -9,8 +9,10 @@
 //! barrier at the start of `record` (a pipeline barrier also orders commands of earlier
 //! submissions on the queue).
 //!
-//! A temporal model (`upscale.kind = temporal`) is planned without frame I/O: `temporal`'s
-//! shaders fill its five inputs from the frame and the warped history, and write the image.
+//! A temporal model (`upscale.kind = temporal`) is planned without frame I/O and without its
+//! two ends (`infer::plan_temporal`): `temporal`'s shaders write its concatenated inputs from
+//! the frame and the warped history, then add the history to the network's correction and
+//! write the image.
 
 mod temporal;
 
@@ -111,6 +113,7 @@ impl InStream {
         for line in plan.report() {
             tracing::info!("in-stream plan: {line}");
         }
+        // Only a temporal model is planned without frame I/O (`plan_with`).
         let temporal = !plan.options.frame_io;
         let engine = Engine::new(gpu, plan)?.guard(gpu);
         let temporal = if temporal {

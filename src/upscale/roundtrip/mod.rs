@@ -51,14 +51,24 @@ enum Runner {
     Temporal(Box<TemporalHost>),
 }
 
+#[derive(Clone, Copy, Default)]
+struct FrameMeta {
+    jitter: [f32; 2],
+    given: bool,
+    applies: bool,
+}
+
 struct TemporalHost {
     model: OrtTemporal,
     /// Per slot: the depth (f32) and motion vectors (2 × f16) read back, 4 bytes a pixel each.
     depth: Vec<Buffer>,
     motion: Vec<Buffer>,
-    /// Per slot: the frame's jitter, and whether the history applies to it (no reset, and
-    /// motion vectors given).
-    frames: [([f32; 2], bool); FRAMES_IN_FLIGHT],
+    /// Per slot: the frame's jitter, whether depth and motion vectors were given (else the
+    /// model gets zeros, as in-stream's pre-process writes), and whether the history applies
+    /// (given, and no reset).
+    frames: [FrameMeta; FRAMES_IN_FLIGHT],
+    /// Zero depth and motion for a frame without them.
+    zeros: (Vec<f32>, Vec<half::f16>),
     /// The model's inputs, allocated once.
     inputs: Vec<NamedTensor>,
     /// The previous output (RGBA8, output size), when there is one.
@@ -121,7 +131,11 @@ impl CpuRoundtrip {
             model,
             depth: depth.keep(),
             motion: motion.keep(),
-            frames: [([0.0; 2], false); FRAMES_IN_FLIGHT],
+            frames: [FrameMeta::default(); FRAMES_IN_FLIGHT],
+            zeros: (
+                vec![0.0; size.0 * size.1],
+                vec![half::f16::ZERO; 2 * size.0 * size.1],
+            ),
             inputs: temporal::empty_inputs(size.0, size.1),
             previous: vec![0; (ro.width * ro.height * 4) as usize],
             has_previous: false,
@@ -214,17 +228,25 @@ impl FrameSplit for CpuRoundtrip {
             Runner::Temporal(t) => {
                 t.depth[slot].invalidate_for_host(gpu)?;
                 t.motion[slot].invalidate_for_host(gpu)?;
-                let (jitter, applies) = t.frames[slot];
+                let meta = t.frames[slot];
                 let n = t.size.0 * t.size.1;
+                let (depth, motion): (&[f32], &[half::f16]) = if meta.given {
+                    (
+                        &bytemuck::cast_slice(t.depth[slot].mapped())[..n],
+                        &bytemuck::cast_slice(t.motion[slot].mapped())[..2 * n],
+                    )
+                } else {
+                    (&t.zeros.0, &t.zeros.1)
+                };
                 let frame = HostFrame {
                     width: t.size.0,
                     height: t.size.1,
                     color: buffers.readback.mapped(),
-                    depth: &bytemuck::cast_slice(t.depth[slot].mapped())[..n],
-                    motion: &bytemuck::cast_slice(t.motion[slot].mapped())[..2 * n],
-                    jitter,
+                    depth,
+                    motion,
+                    jitter: meta.jitter,
                 };
-                let previous = (applies && t.has_previous).then_some(t.previous.as_slice());
+                let previous = (meta.applies && t.has_previous).then_some(t.previous.as_slice());
                 temporal::fill_inputs(&frame, previous, &mut t.inputs);
                 let t1 = Instant::now();
                 t.model.run(&t.inputs, &mut self.output)?;
@@ -292,7 +314,11 @@ impl Upscaler for CpuRoundtrip {
         if let Runner::Temporal(t) = &mut self.model {
             let inputs = io.inputs;
             let given = inputs.depth.zip(inputs.motion);
-            t.frames[io.slot] = (inputs.jitter, !inputs.reset && given.is_some());
+            t.frames[io.slot] = FrameMeta {
+                jitter: inputs.jitter,
+                given: given.is_some(),
+                applies: !inputs.reset && given.is_some(),
+            };
             if let Some((depth, motion)) = given {
                 copy_to_buffer(device, io.cmd, depth, t.depth[io.slot].raw);
                 copy_to_buffer(device, io.cmd, motion, t.motion[io.slot].raw);
