@@ -440,3 +440,113 @@ fn in_stream_and_cpu_roundtrip_agree_frame_by_frame_with_history() {
         );
     }
 }
+
+/// 160x90 -> 320x180 with the temporal model, the default (auto) jitter: on while it runs.
+fn runner_config() -> upscale_demo::app::config::Config {
+    let mut config = common::small_config();
+    config.upscale.model = temporal_model();
+    config.upscale.precision = "fp32".into();
+    config
+}
+
+/// Renders scripted frame `n` and returns the composited output (overlay excluded).
+fn capture(r: &mut upscale_demo::app::headless::Runner, n: u64) -> image::RgbaImage {
+    r.frame(n, true).unwrap();
+    r.captured().unwrap()
+}
+
+/// As for `taau` (tests/taau.rs): after each cause of a reset, a pattern running the temporal
+/// model gives the two frames of a fresh start at that frame, bit for bit (its history is
+/// dropped and the jitter sequence restarts), and without a reset the history is used.
+#[test]
+fn the_first_frames_after_a_reset_or_a_switch_equal_a_fresh_starts() {
+    use upscale_demo::app::headless::Runner;
+    for pattern in [Pattern::InStream, Pattern::CpuRoundtrip] {
+        let fresh_start = |n: u64| {
+            let mut r = Runner::new(&runner_config(), pattern).unwrap();
+            let out = [capture(&mut r, n), capture(&mut r, n + 1)];
+            assert_eq!(r.session.gpu.validation_errors(), 0, "see the log");
+            out
+        };
+        let mut r = Runner::new(&runner_config(), pattern).unwrap();
+        assert_eq!(r.session.renderer.pattern(), pattern);
+        assert!(r.session.renderer.upscaler_temporal(), "{pattern}");
+        for n in 0..4 {
+            r.frame(n, false).unwrap();
+        }
+        let continuing = capture(&mut r, 4);
+        assert!(!r.session.renderer.last_frame_reset());
+        assert_ne!(
+            max_diff_u8(&continuing, &fresh_start(4)[0]),
+            0,
+            "{pattern}: the history changes nothing"
+        );
+        type Cause = Box<dyn Fn(&mut Runner, u64) -> u64>;
+        let causes: Vec<(&str, Cause)> = vec![
+            (
+                "restart",
+                Box::new(|r, n| {
+                    r.session.restart();
+                    n
+                }),
+            ),
+            (
+                "pattern switch",
+                Box::new(move |r, n| {
+                    r.session.switch(Pattern::Bilinear);
+                    r.frame(n, false).unwrap();
+                    r.session.switch(pattern);
+                    n + 1
+                }),
+            ),
+            (
+                "model switch to a spatial model and back",
+                Box::new(|r, n| {
+                    let spatial = upscale_demo::app::paths::root().join("models/fast_x2.onnx");
+                    r.session.switch_model(&spatial).unwrap();
+                    assert!(!r.session.renderer.upscaler_temporal());
+                    r.frame(n, false).unwrap();
+                    r.session.switch_model(&temporal_model()).unwrap();
+                    n + 1
+                }),
+            ),
+            ("camera cut", Box::new(|_, n| n + 40)),
+        ];
+        let mut n = 5;
+        for (name, cause) in causes {
+            for _ in 0..2 {
+                r.frame(n, false).unwrap();
+                n += 1;
+            }
+            let at = cause(&mut r, n);
+            let first = capture(&mut r, at);
+            assert!(
+                r.session.renderer.last_frame_reset(),
+                "{pattern} {name}: no reset"
+            );
+            let second = capture(&mut r, at + 1);
+            let fresh = fresh_start(at);
+            assert_eq!(
+                max_diff_u8(&first, &fresh[0]),
+                0,
+                "{pattern} {name}: first frame"
+            );
+            assert_eq!(
+                max_diff_u8(&second, &fresh[1]),
+                0,
+                "{pattern} {name}: second frame"
+            );
+            n = at + 2;
+        }
+        assert_eq!(r.session.gpu.validation_errors(), 0, "see the log");
+    }
+}
+
+fn max_diff_u8(a: &image::RgbaImage, b: &image::RgbaImage) -> u8 {
+    a.as_raw()
+        .iter()
+        .zip(b.as_raw())
+        .map(|(x, y)| x.abs_diff(*y))
+        .max()
+        .unwrap_or(0)
+}

@@ -6,7 +6,8 @@
 // which the engine then skips) and the history alone into `warped` for the post-process, which
 // adds it to the network's correction. The history: the four output pixels this render pixel
 // covers, of the previous output warped to this frame (space-to-depth: channel c*4 + i*2 + j =
-// output pixel (2y + i, 2x + j) of colour c); on a reset the bilinear x2 of this frame's colour.
+// output pixel (2y + i, 2x + j) of colour c); on a reset the bilinear x2 of this frame's colour,
+// and the motion input zero.
 //
 // The warp, for output pixel o (centre o + 0.5), ratio = render size / output size:
 //   p = (o + 0.5) * ratio                      its unjittered render position
@@ -85,13 +86,15 @@ void main() {
         depth = texelFetch(depth_in, p, 0).r;
         motion_here = texelFetch(motion_in, p, 0).rg;
     }
+    // A frame without history is a sequence's first: no motion (whatever ended the history).
+    bool warp = pc.reset == 0u && pc.has_motion != 0u;
+    vec2 motion_in_model = warp ? motion_here : vec2(0.0);
     inputs_t[DEPTH * plane + i] = sfp(depth);
-    inputs_t[MOTION * plane + i] = sfp(motion_here.x);
-    inputs_t[(MOTION + 1u) * plane + i] = sfp(motion_here.y);
+    inputs_t[MOTION * plane + i] = sfp(motion_in_model.x);
+    inputs_t[(MOTION + 1u) * plane + i] = sfp(motion_in_model.y);
     inputs_t[JITTER * plane + i] = sfp(pc.jitter.x);
     inputs_t[(JITTER + 1u) * plane + i] = sfp(pc.jitter.y);
 
-    bool warp = pc.reset == 0u && pc.has_motion != 0u;
     const float RATIO = 0.5;
     for (int sub = 0; sub < 4; sub++) {
         ivec2 d = ivec2(sub & 1, sub >> 1);

@@ -14,6 +14,7 @@ The model (`models/README.md` has the card). Per frame, at render resolution h x
                            render resolution without loss: SpaceToDepth 2, channel c*4 + i*2 + j
                            holds output pixel (2y + i, 2x + j) of colour c (the inverse of
                            DepthToSpace "CRD"); on a reset: the bilinear x2 of `color`
+                           (and `motion` zero)
     jitter  [1, 2, h, w]   this frame's jitter in render pixels (x, y), the same in every pixel
 
     output  [1, 3, 2h, 2w] = DepthToSpace_CRD(history + convs(Concat(inputs)))
@@ -257,6 +258,9 @@ def step_frames(net, frames, prev):
     """Runs the net on one frame's inputs given the previous output (None: a reset); returns
     the output."""
     color, depth, motion, jitter, _ = frames
+    if prev is None:
+        # A frame without history is a sequence's first: no motion (as the patterns feed it).
+        motion = torch.zeros_like(motion)
     history = reset_history(color) if prev is None else space_to_depth(warp(quantize(prev), motion, jitter))
     return net(color, depth, motion, history, jitter)
 

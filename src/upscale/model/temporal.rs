@@ -6,7 +6,8 @@
 //! For output pixel o (centre o + 0.5), ratio = render size / output size (1/2):
 //! p = (o + 0.5) · ratio; k = clamp(floor(p + jitter)); q = (o + 0.5) − motion\[k\] / ratio;
 //! history\[o\] = bilinear(previous output, q), clamped to the edge; on a reset the bilinear ×2
-//! of the colour (ONNX Resize linear, half_pixel). Space-to-depth: channel c·4 + i·2 + j
+//! of the colour (ONNX Resize linear, half_pixel) and zero motion (a sequence's first frame has
+//! none, whatever ended the history). Space-to-depth: channel c·4 + i·2 + j
 //! holds output pixel (2y + i, 2x + j) of colour c.
 
 use half::f16;
@@ -59,8 +60,18 @@ pub fn fill_inputs(frame: &HostFrame, previous: Option<&[u8]>, tensors: &mut [Na
             color.data[c * n + i] = f32::from(frame.color[4 * i + c]) / 255.0;
         }
         depth.data[i] = frame.depth[i];
-        motion.data[i] = frame.motion[2 * i].to_f32();
-        motion.data[n + i] = frame.motion[2 * i + 1].to_f32();
+        // A frame without history is a sequence's first: no motion.
+        let moving = previous.is_some();
+        motion.data[i] = if moving {
+            frame.motion[2 * i].to_f32()
+        } else {
+            0.0
+        };
+        motion.data[n + i] = if moving {
+            frame.motion[2 * i + 1].to_f32()
+        } else {
+            0.0
+        };
         jitter.data[i] = frame.jitter[0];
         jitter.data[n + i] = frame.jitter[1];
     }
