@@ -8,6 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::{capture, max_channel_diff as max_diff};
 use glam::Vec2;
 use upscale_demo::app::config::Config;
 use upscale_demo::app::frames::FrameSource;
@@ -29,28 +30,12 @@ fn config() -> Config {
     config
 }
 
-/// Renders scripted frame `n` and returns the composited output (overlay excluded).
-fn capture(r: &mut Runner, n: u64) -> image::RgbaImage {
-    r.frame(n, true).unwrap();
-    r.captured().unwrap()
-}
-
 /// Frames `n` and `n + 1` of a fresh taau run started at frame `n`.
 fn fresh_start(n: u64) -> [image::RgbaImage; 2] {
     let mut r = Runner::new(&config(), Pattern::Taau).unwrap();
     let out = [capture(&mut r, n), capture(&mut r, n + 1)];
     assert_eq!(r.session.gpu.validation_errors(), 0, "see the log");
     out
-}
-
-/// Largest per-channel difference.
-fn max_diff(a: &image::RgbaImage, b: &image::RgbaImage) -> u8 {
-    a.as_raw()
-        .iter()
-        .zip(b.as_raw())
-        .map(|(x, y)| x.abs_diff(*y))
-        .max()
-        .unwrap_or(0)
 }
 
 /// After each cause of a reset, taau's next two frames are exactly (tolerance 0) those of a

@@ -12,6 +12,7 @@ mod infer_support;
 
 use std::path::PathBuf;
 
+use common::{capture, max_channel_diff};
 use infer_support::{gpu, max_err};
 use upscale_demo::app::frames::FrameSource;
 use upscale_demo::app::quality::sequence::{self, SequenceArgs};
@@ -449,12 +450,6 @@ fn runner_config() -> upscale_demo::app::config::Config {
     config
 }
 
-/// Renders scripted frame `n` and returns the composited output (overlay excluded).
-fn capture(r: &mut upscale_demo::app::headless::Runner, n: u64) -> image::RgbaImage {
-    r.frame(n, true).unwrap();
-    r.captured().unwrap()
-}
-
 /// As for `taau` (tests/taau.rs): after each cause of a reset, a pattern running the temporal
 /// model gives the two frames of a fresh start at that frame, bit for bit (its history is
 /// dropped and the jitter sequence restarts), and without a reset the history is used.
@@ -477,7 +472,7 @@ fn the_first_frames_after_a_reset_or_a_switch_equal_a_fresh_starts() {
         let continuing = capture(&mut r, 4);
         assert!(!r.session.renderer.last_frame_reset());
         assert_ne!(
-            max_diff_u8(&continuing, &fresh_start(4)[0]),
+            max_channel_diff(&continuing, &fresh_start(4)[0]),
             0,
             "{pattern}: the history changes nothing"
         );
@@ -527,12 +522,12 @@ fn the_first_frames_after_a_reset_or_a_switch_equal_a_fresh_starts() {
             let second = capture(&mut r, at + 1);
             let fresh = fresh_start(at);
             assert_eq!(
-                max_diff_u8(&first, &fresh[0]),
+                max_channel_diff(&first, &fresh[0]),
                 0,
                 "{pattern} {name}: first frame"
             );
             assert_eq!(
-                max_diff_u8(&second, &fresh[1]),
+                max_channel_diff(&second, &fresh[1]),
                 0,
                 "{pattern} {name}: second frame"
             );
@@ -540,13 +535,4 @@ fn the_first_frames_after_a_reset_or_a_switch_equal_a_fresh_starts() {
         }
         assert_eq!(r.session.gpu.validation_errors(), 0, "see the log");
     }
-}
-
-fn max_diff_u8(a: &image::RgbaImage, b: &image::RgbaImage) -> u8 {
-    a.as_raw()
-        .iter()
-        .zip(b.as_raw())
-        .map(|(x, y)| x.abs_diff(*y))
-        .max()
-        .unwrap_or(0)
 }

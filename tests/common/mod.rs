@@ -63,3 +63,21 @@ pub fn assert_clean_teardown(summary: &upscale_demo::app::summary::Summary) {
         "teardown left leaked allocations / validation errors: see the log above"
     );
 }
+
+/// Renders scripted frame `n` through the runner's session and returns the composited output
+/// (overlay excluded).
+pub fn capture(r: &mut upscale_demo::app::headless::Runner, n: u64) -> image::RgbaImage {
+    r.frame(n, true).unwrap();
+    r.captured().unwrap()
+}
+
+/// The largest per-channel difference of two images of one size.
+pub fn max_channel_diff(a: &image::RgbaImage, b: &image::RgbaImage) -> u8 {
+    assert_eq!(a.dimensions(), b.dimensions());
+    a.as_raw()
+        .iter()
+        .zip(b.as_raw())
+        .map(|(x, y)| x.abs_diff(*y))
+        .max()
+        .unwrap_or(0)
+}
