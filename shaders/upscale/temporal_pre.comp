@@ -1,10 +1,11 @@
 #version 450
 // variants: FP16
-// In-stream pre-process of a temporal model (`models/README.md`, `tools/train/temporal.py`
-// defines every input): one invocation per render pixel writes the model's concatenated inputs
-// (channels 0-2 colour, 3 depth, 4-5 motion, 6-17 history, 18-19 jitter: the graph's Concat,
-// which the engine then skips) and the history alone into `warped` for the post-process, which
-// adds it to the network's correction. The history: the four output pixels this render pixel
+// Pre-process of a temporal model (`models/README.md`, `tools/train/temporal.py` defines every
+// input): one invocation per render pixel writes the model's concatenated inputs (channels 0-2
+// colour, 3 depth, 4-5 motion, 6-17 history, 18-19 jitter, NCHW: the graph's Concat, which the
+// in-stream engine then skips; for shared-memory the five inputs are views of this one tensor)
+// and, with WRITE_WARPED (in-stream), the history alone into `warped` for the post-process,
+// which adds it to the network's correction. The history: the four output pixels this render pixel
 // covers, of the previous output warped to this frame (space-to-depth: channel c*4 + i*2 + j =
 // output pixel (2y + i, 2x + j) of colour c); on a reset the bilinear x2 of this frame's colour,
 // and the motion input zero.
@@ -14,15 +15,18 @@
 //   k = clamp(floor(p + jitter), 0, size - 1)  the render pixel that shows it
 //   q = (o + 0.5) - motion[k] / ratio          where it was in the previous output
 //   history[o] = bilinear(previous output, q)  clamp to edge, fp32 weights from four fetches
-// The previous output is the 8-bit upscaled image's values (`temporal_post.comp` keeps them).
+// The previous output is the model's output clamped to 0..1 in fp16 (`temporal_post.comp` keeps
+// it beside the 8-bit image: a float history carries no 8-bit rounding on to the next frame).
 #include "ops/precision.glsl"
 layout(local_size_x = 16, local_size_y = 8) in;
+// Off where the runtime runs the whole graph (shared-memory): `warped` is then not written.
+layout(constant_id = 0) const bool WRITE_WARPED = true;
 
 layout(set = 0, binding = 0) uniform sampler2D color_in;
 layout(set = 0, binding = 1) uniform sampler2D depth_in;
 layout(set = 0, binding = 2) uniform sampler2D motion_in;
-// The previous output, one packed RGBA8 word per output pixel (row-major).
-layout(set = 0, binding = 3) readonly buffer History { uint history_in[]; };
+// The previous output, RGBA fp16 (two packed words) per output pixel (row-major).
+layout(set = 0, binding = 3) readonly buffer History { uvec2 history_in[]; };
 layout(set = 0, binding = 4) writeonly buffer Inputs { sfp inputs_t[]; };
 layout(set = 0, binding = 5) writeonly buffer Warped { sfp warped_t[]; };
 
@@ -41,7 +45,8 @@ ivec2 g_out_size;
 
 vec3 previous(ivec2 o) {
     o = clamp(o, ivec2(0), g_out_size - 1);
-    return unpackUnorm4x8(history_in[o.y * g_out_size.x + o.x]).rgb;
+    uvec2 h = history_in[o.y * g_out_size.x + o.x];
+    return vec3(unpackHalf2x16(h.x), unpackHalf2x16(h.y).x);
 }
 
 // Bilinear over texel centres at q (output pixels), clamped to the edge.
@@ -111,7 +116,9 @@ void main() {
         for (int ch = 0; ch < 3; ch++) {
             uint k = uint(ch * 4 + sub);
             inputs_t[(HISTORY + k) * plane + i] = sfp(h[ch]);
-            warped_t[k * plane + i] = sfp(h[ch]);
+            if (WRITE_WARPED) {
+                warped_t[k * plane + i] = sfp(h[ch]);
+            }
         }
     }
 }

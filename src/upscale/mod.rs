@@ -55,6 +55,7 @@ pub mod model;
 pub mod roundtrip;
 pub mod shared;
 pub mod taau;
+mod temporal_io;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -446,8 +447,8 @@ pub fn probe(
         Ok((_, info)) => {
             model::OrtModel::check_sizes(&info, render, output).map_err(|e| e.to_string())
         }
-        // A temporal model: cpu-roundtrip feeds it, shared-memory refuses it.
-        Err(model::ModelError::Temporal { .. }) if pattern == Pattern::CpuRoundtrip => {
+        // A temporal model: both ONNX Runtime patterns feed it.
+        Err(model::ModelError::Temporal { .. }) => {
             model::OrtTemporal::load(&ml.model, ml.provider, Some(1)).map_err(|e| e.to_string())?;
             roundtrip::check_temporal_sizes(&ml.model, render, output).map_err(|e| e.to_string())
         }

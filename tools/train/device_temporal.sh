@@ -24,6 +24,8 @@ BUDGET_S="${BUDGET_S:-720}"
 # the timeout). Unset: each plans its steps from BUDGET_S, so seeds may run different counts.
 STEPS="${STEPS:-}"
 SEEDS="${SEEDS:-1 2}"
+# SKIP_QUALITY=1: no quality --sequence of taau and quality_x2 beside the training (measured before).
+SKIP_QUALITY="${SKIP_QUALITY:-0}"
 # A smaller run (a CPU smoke test): CONFIG=/tmp/small.toml SEQUENCES=2 LENGTH=8 BUDGET_S=5
 # QUALITY_ARGS="--sequences 1 --frames 6 --warmup 2" TRAIN_ARGS="--arch tsr8 --patch 32 --warmup 2" ...
 CONFIG="${CONFIG:-config.toml}"
@@ -42,7 +44,7 @@ case "${1:-}" in
         cp -r .devrun/. "$W/work/"
         cp -r tools/train "$W/work/tools/"
         cp "$0" "$W/work/device_temporal.sh"
-        (cd "$W/work" && export SEQUENCES LENGTH BUDGET_S STEPS SEEDS CONFIG QUALITY_ARGS TRAIN_ARGS \
+        (cd "$W/work" && export SEQUENCES LENGTH BUDGET_S STEPS SEEDS CONFIG QUALITY_ARGS TRAIN_ARGS SKIP_QUALITY \
             && setsid nohup bash device_temporal.sh run >"$W/res/run.log" 2>&1 </dev/null &)
         echo "started in the background (log $W/res/run.log)"
         exit 0 ;;
@@ -80,12 +82,16 @@ for s in $SEEDS; do
         --snapshot "$R/temporal_s$s.snapshot.onnx" $TRAIN_ARGS > "$R/train_s$s.log" 2>&1 ) &
     pids+=($!)
 done
-stamp "quality --sequence: taau and quality_x2 (in-stream) on the held-out sequences, beside the training"
-# shellcheck disable=SC2086
-timeout 600 ./upscale-demo --config "$CONFIG" quality --sequence --patterns taau,in-stream \
-    --model models/quality_x2.onnx $QUALITY_ARGS --out "$R/quality-seq" --no-progress > "$R/quality-seq.log" 2>&1 \
-    || echo "warning: quality --sequence failed (exit $?)"
-tail -n 12 "$R/quality-seq.log"
+if [ "${SKIP_QUALITY:-0}" = 1 ]; then
+    stamp "quality --sequence of taau and quality_x2 skipped (SKIP_QUALITY=1)"
+else
+    stamp "quality --sequence: taau and quality_x2 (in-stream) on the held-out sequences, beside the training"
+    # shellcheck disable=SC2086
+    timeout 600 ./upscale-demo --config "$CONFIG" quality --sequence --patterns taau,in-stream \
+        --model models/quality_x2.onnx $QUALITY_ARGS --out "$R/quality-seq" --no-progress > "$R/quality-seq.log" 2>&1 \
+        || echo "warning: quality --sequence failed (exit $?)"
+    tail -n 12 "$R/quality-seq.log"
+fi
 for p in "${pids[@]}"; do wait "$p" || echo "warning: a training failed (see its log)"; done
 grep -h "wrote" "$R"/train_s*.log || true
 touch "$R/done"

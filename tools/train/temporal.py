@@ -31,8 +31,10 @@ compute the same thing:
         q = (o + 0.5) - motion[k] / ratio          where it was in the previous output
         history[o] = bilinear(previous output, q)  clamp to edge, fp32 weights
 
-The previous output is the upscaled image the frame wrote (8 bits per channel), so training
-quantises it the same way (straight-through gradient).
+The previous output is the model's output clamped to 0..1 and rounded to fp16 (the history
+buffer the patterns keep; the upscaled image itself is 8-bit), so training rounds it the same
+way (straight-through gradient). A float history keeps the patterns' tiny float differences
+from flipping 8-bit levels that the recurrence would then carry from frame to frame.
 
 Training runs the network recurrently on random crops of the train sequences: a few frames
 without gradient from a reset (so the history is already warm), then --unroll frames whose
@@ -147,9 +149,9 @@ def warp(prev: torch.Tensor, motion: torch.Tensor, jitter: torch.Tensor) -> torc
 
 
 def quantize(x: torch.Tensor) -> torch.Tensor:
-    """8-bit levels as the upscaled image stores them (clamped, rounded half up), with the
-    identity's gradient."""
-    return x + (data.to_uint8(x) / 255.0 - x).detach()
+    """The history as the patterns keep it: clamped to 0..1, rounded to fp16 (nearest even),
+    with the identity's gradient."""
+    return x + (x.clamp(0.0, 1.0).half().float() - x).detach()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,7 +300,7 @@ def evaluate(upscale, ds: Sequences, warmup: int, temporal: bool = True) -> dict
             part["psnr_y"].append(psnr(torch.mean((y - ref) ** 2).item()))
             if t > 0:
                 part["tpsnr_y"].append(psnr(torch.mean(((y - prev_y) - (ref - prev_ref)) ** 2).item()))
-            prev, prev_y, prev_ref = out_u8[None].float() / 255.0, y, ref
+            prev, prev_y, prev_ref = out, y, ref
     return {part: {m: (sum(v) / len(v) if v else None) for m, v in ms.items()} for part, ms in scores.items()}
 
 

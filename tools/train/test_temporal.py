@@ -4,6 +4,7 @@
 - the warp is the identity without motion, moves by the motion, reads the motion of the render
   pixel the jitter names, and commutes with the training's mirror;
 - space-to-depth is DepthToSpace "CRD"'s inverse;
+- the history is the output clamped to 0..1 in fp16, with the identity's gradient;
 - the export (five inputs, engine op set) matches the torch net in ONNX Runtime;
 - a short training on a generated sequence dataset runs, scores and writes model and metrics.
 """
@@ -60,6 +61,17 @@ def test_warp_commutes_with_the_mirror():
     mirrored = temporal.warp(prev.flip(-1), torch.stack([-motion[:, 0], motion[:, 1]], 1).flip(-1),
                              jitter * torch.tensor([[-1.0, 1.0]]))
     assert torch.allclose(mirrored, temporal.warp(prev, motion, jitter).flip(-1), atol=1e-5)
+
+
+def test_history_is_the_clamped_output_in_fp16():
+    x = torch.tensor([-0.25, 0.1, 1.0 / 3.0, 1.5], requires_grad=True)
+    h = temporal.quantize(x)
+    want = torch.tensor([0.0, 0.1, 1.0 / 3.0, 1.0]).half().float()
+    assert torch.equal(h.detach(), want), h
+    # fp16, not 8 bits: 1/3 is kept within 1/2048, not rounded to 85/255.
+    assert abs(h[2].item() - 1.0 / 3.0) < 1.0 / 2048
+    h.sum().backward()
+    assert torch.equal(x.grad, torch.ones(4))
 
 
 def test_space_to_depth_inverts_depth_to_space():

@@ -14,19 +14,17 @@
 //! the frame and the warped history, then add the history to the network's correction and
 //! write the image.
 
-mod temporal;
-
 use std::path::Path;
 
 use ash::vk;
 
+use super::temporal_io::{Mode, TemporalIo};
 use super::{FrameIo, FrameSplit, MlSettings, Pattern, Upscaler};
 use crate::gpu::guard::Destroy;
 use crate::gpu::{self, Gpu, Image};
 use crate::infer::ops::{compute_barrier, FrameImages};
 use crate::infer::plan::choose_coopmat;
 use crate::infer::{self, Engine, EngineSummary, Graph, PlanOptions, Precision};
-use temporal::TemporalIo;
 
 pub struct InStream {
     engine: Engine,
@@ -118,7 +116,13 @@ impl InStream {
         let engine = Engine::new(gpu, plan)?.guard(gpu);
         let temporal = if temporal {
             let sizes = ((ri.width, ri.height), (ro.width, ro.height));
-            Some(TemporalIo::new(gpu, precision, sizes.0, sizes.1)?)
+            Some(TemporalIo::new(
+                gpu,
+                Mode::Engine,
+                precision,
+                sizes.0,
+                sizes.1,
+            )?)
         } else {
             None
         };

@@ -26,9 +26,9 @@ pub const TEMPORAL_INPUTS: [(&str, usize); 5] = [
 ];
 /// Why a single-frame path refuses a temporal model.
 pub const TEMPORAL_REFUSAL: &str = "it is a temporal model (metadata upscale.kind = temporal: it \
-     also takes depth, motion vectors, jitter and its own warped history), which this pattern \
-     does not feed; run it with in-stream or cpu-roundtrip, or pick a single-frame model such \
-     as models/quality_x2.onnx";
+     also takes depth, motion vectors, jitter and its own warped history), which this path \
+     does not feed; the in-stream, cpu-roundtrip and shared-memory patterns run it, or pick a \
+     single-frame model such as models/quality_x2.onnx";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScaleSource {

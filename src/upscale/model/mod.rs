@@ -8,6 +8,7 @@ mod graph_run;
 mod info;
 mod inspect;
 mod memory;
+mod ort_temporal;
 mod runtime;
 mod session;
 pub mod temporal;
@@ -19,13 +20,14 @@ use std::str::FromStr;
 use ort::session::{HasSelectedOutputs, OutputSelector, RunOptions, Session};
 use ort::value::TensorRefMut;
 
-pub use graph_run::{run_graph, NamedTensor, OrtTemporal};
+pub use graph_run::{run_graph, NamedTensor};
 pub use info::{
     ModelInfo, ScaleSource, IMAGE_CHANNELS, KIND_KEY, MAX_SCALE, SCALE_KEY, TEMPORAL_INPUTS,
     TEMPORAL_KIND, TEMPORAL_REFUSAL,
 };
 use inspect::inspect;
 use memory::{cpu_memory_info, cuda_memory_info, to_shape, wrap_f32_memory};
+pub use ort_temporal::{OrtTemporal, TEMPORAL_CHANNELS};
 pub use runtime::{
     check_runtime_path, init_runtime, locate_runtime, locate_runtime_in, RuntimeInfo,
     RuntimeLocation, RuntimeSource, DEPS_DIR, RUNTIME_ENV_VAR, RUNTIME_FILE_NAME,

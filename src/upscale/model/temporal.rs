@@ -5,7 +5,9 @@
 //!
 //! For output pixel o (centre o + 0.5), ratio = render size / output size (1/2):
 //! p = (o + 0.5) · ratio; k = clamp(floor(p + jitter)); q = (o + 0.5) − motion\[k\] / ratio;
-//! history\[o\] = bilinear(previous output, q), clamped to the edge; on a reset the bilinear ×2
+//! history\[o\] = bilinear(previous output, q), clamped to the edge, where the previous output
+//! is the model's output clamped to 0..1 and rounded to fp16 ([`keep_history`]; a float history
+//! carries no 8-bit rounding from frame to frame); on a reset the bilinear ×2
 //! of the colour (ONNX Resize linear, half_pixel) and zero motion (a sequence's first frame has
 //! none, whatever ended the history). Space-to-depth: channel c·4 + i·2 + j
 //! holds output pixel (2y + i, 2x + j) of colour c.
@@ -29,8 +31,8 @@ pub struct HostFrame<'a> {
 }
 
 /// The model's inputs for `frame`, in [`TEMPORAL_INPUTS`] order; `previous` is the previous
-/// output as RGBA8 at twice the render size, None on a reset.
-pub fn inputs(frame: &HostFrame, previous: Option<&[u8]>) -> Vec<NamedTensor> {
+/// output as [`keep_history`] keeps it (RGBA fp16 at twice the render size), None on a reset.
+pub fn inputs(frame: &HostFrame, previous: Option<&[f16]>) -> Vec<NamedTensor> {
     let mut tensors = empty_inputs(frame.width, frame.height);
     fill_inputs(frame, previous, &mut tensors);
     tensors
@@ -49,7 +51,7 @@ pub fn empty_inputs(width: usize, height: usize) -> Vec<NamedTensor> {
 }
 
 /// [`inputs`] written into `tensors` (from [`empty_inputs`] of the frame's size).
-pub fn fill_inputs(frame: &HostFrame, previous: Option<&[u8]>, tensors: &mut [NamedTensor]) {
+pub fn fill_inputs(frame: &HostFrame, previous: Option<&[f16]>, tensors: &mut [NamedTensor]) {
     let (w, h) = (frame.width, frame.height);
     let n = w * h;
     let [color, depth, motion, history, jitter] = tensors else {
@@ -93,8 +95,26 @@ pub fn fill_inputs(frame: &HostFrame, previous: Option<&[u8]>, tensors: &mut [Na
     }
 }
 
+/// The history the next frame warps, from the model's `output` (NCHW, 3 planes): clamped to
+/// 0..1 and rounded to fp16 (nearest even), RGBA per pixel (alpha 1) as `temporal_post.comp`
+/// writes its history buffer.
+pub fn keep_history(output: &[f32], history: &mut [f16]) {
+    let plane = output.len() / 3;
+    assert_eq!(
+        history.len(),
+        4 * plane,
+        "history holds RGBA of every output pixel"
+    );
+    let (r, rest) = output.split_at(plane);
+    let (g, b) = rest.split_at(plane);
+    for (((px, r), g), b) in history.chunks_exact_mut(4).zip(r).zip(g).zip(b) {
+        let keep = |v: f32| f16::from_f32(v.clamp(0.0, 1.0));
+        px.copy_from_slice(&[keep(*r), keep(*g), keep(*b), f16::ONE]);
+    }
+}
+
 /// The previous output warped to output pixel `o` of this frame.
-fn warped(frame: &HostFrame, prev: &[u8], o: (usize, usize), size: (usize, usize)) -> [f32; 3] {
+fn warped(frame: &HostFrame, prev: &[f16], o: (usize, usize), size: (usize, usize)) -> [f32; 3] {
     const RATIO: f32 = 0.5;
     let (w, h) = (frame.width as i64, frame.height as i64);
     let centre = (o.0 as f32 + 0.5, o.1 as f32 + 0.5);
@@ -110,7 +130,7 @@ fn warped(frame: &HostFrame, prev: &[u8], o: (usize, usize), size: (usize, usize
         let x = x.clamp(0, size.0 as i64 - 1) as usize;
         let y = y.clamp(0, size.1 as i64 - 1) as usize;
         let p = 4 * (y * size.0 + x);
-        [0, 1, 2].map(|c| f32::from(prev[p + c]) / 255.0)
+        [0, 1, 2].map(|c| prev[p + c].to_f32())
     };
     bilinear(fetch, (q.0 - 0.5, q.1 - 0.5))
 }
@@ -157,14 +177,16 @@ mod tests {
         let color = vec![128u8; 4 * 8];
         let depth = vec![0.5; 8];
         let motion = vec![f16::ZERO; 16];
-        let prev: Vec<u8> = (0..8 * 4 * 4).map(|i| (i * 7 % 256) as u8).collect();
+        let prev: Vec<f16> = (0..8 * 4 * 4)
+            .map(|i| f16::from_f32((i * 7 % 256) as f32 / 255.0))
+            .collect();
         let t = inputs(&frame(&color, &depth, &motion), Some(&prev));
         let history = &t[3].data;
         // Output pixel (2x + j, 2y + i) of channel c sits at channel c*4 + i*2 + j.
         for (ox, oy, c) in [(0, 0, 0), (5, 3, 2), (7, 1, 1)] {
             let (x, y, i, j) = (ox / 2, oy / 2, oy % 2, ox % 2);
             let got = history[(c * 4 + i * 2 + j) * 8 + y * 4 + x];
-            let want = f32::from(prev[4 * (oy * 8 + ox) + c]) / 255.0;
+            let want = prev[4 * (oy * 8 + ox) + c].to_f32();
             assert_eq!(got, want, "output pixel ({ox}, {oy}) channel {c}");
         }
         assert_eq!(t[4].data[0], 0.25);
@@ -179,15 +201,40 @@ mod tests {
         let motion: Vec<f16> = (0..16)
             .map(|i| f16::from_f32(if i % 2 == 0 { 0.5 } else { 0.0 }))
             .collect();
-        let prev: Vec<u8> = (0..8 * 4).flat_map(|i| [i as u8, 0, 0, 255]).collect();
+        let prev: Vec<f16> = (0..8 * 4)
+            .flat_map(|i| {
+                [
+                    f16::from_f32(i as f32 / 255.0),
+                    f16::ZERO,
+                    f16::ZERO,
+                    f16::ONE,
+                ]
+            })
+            .collect();
         let t = inputs(&frame(&color, &depth, &motion), Some(&prev));
         // Output pixel (3, 0) (x 1, j 1: channel 1, pixel 1) shows what the previous output
         // had at (2, 0).
         let sub1 = 8;
-        assert_eq!(t[3].data[sub1 + 1], 2.0 / 255.0);
+        assert_eq!(t[3].data[sub1 + 1], f16::from_f32(2.0 / 255.0).to_f32());
         let reset = inputs(&frame(&color, &depth, &motion), None);
         // Output pixel (1, 0): source x 0.25 between colours 0 and 30.
         let want = (0.75 * 0.0 + 0.25 * 30.0) / 255.0;
         assert!((reset[3].data[sub1] - want).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_kept_history_is_the_clamped_output_in_fp16() {
+        // Two output pixels, planes R, G, B.
+        let output = [1.5, 0.1, -0.2, 0.333_333_34, 0.5, 1.0];
+        let mut history = vec![f16::ZERO; 8];
+        keep_history(&output, &mut history);
+        let got: Vec<f32> = history.iter().map(|v| v.to_f32()).collect();
+        let third = f16::from_f32(0.333_333_34).to_f32();
+        assert_eq!(
+            got,
+            [1.0, 0.0, 0.5, 1.0, 0.1f32, third, 1.0, 1.0].map(|v| { f16::from_f32(v).to_f32() })
+        );
+        // fp16 keeps far finer steps than the 8-bit image: 1/2048 near 1.
+        assert!((third - 1.0 / 3.0).abs() < 1.0 / 2048.0);
     }
 }

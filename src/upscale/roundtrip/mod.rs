@@ -71,8 +71,9 @@ struct TemporalHost {
     zeros: (Vec<f32>, Vec<half::f16>),
     /// The model's inputs, allocated once.
     inputs: Vec<NamedTensor>,
-    /// The previous output (RGBA8, output size), when there is one.
-    previous: Vec<u8>,
+    /// The previous output as the history keeps it (`temporal::keep_history`: RGBA fp16,
+    /// output size), when there is one.
+    previous: Vec<half::f16>,
     has_previous: bool,
     size: (usize, usize),
 }
@@ -137,7 +138,7 @@ impl CpuRoundtrip {
                 vec![half::f16::ZERO; 2 * size.0 * size.1],
             ),
             inputs: temporal::empty_inputs(size.0, size.1),
-            previous: vec![0; (ro.width * ro.height * 4) as usize],
+            previous: vec![half::f16::ZERO; (ro.width * ro.height * 4) as usize],
             has_previous: false,
             size,
         };
@@ -251,11 +252,10 @@ impl FrameSplit for CpuRoundtrip {
                 let t1 = Instant::now();
                 t.model.run(&t.inputs, &mut self.output)?;
                 let t2 = Instant::now();
-                // Kept as the next frame's history, then copied to the (write-combined) upload.
-                nchw_to_rgba8(&self.output, &mut t.previous);
+                // Kept as the next frame's history; the image goes to the upload.
+                temporal::keep_history(&self.output, &mut t.previous);
                 t.has_previous = true;
-                let len = t.previous.len();
-                buffers.upload.mapped_mut()[..len].copy_from_slice(&t.previous);
+                nchw_to_rgba8(&self.output, buffers.upload.mapped_mut());
                 (t1, t2)
             }
         };

@@ -19,13 +19,13 @@ use anyhow::Context as _;
 use ash::vk;
 use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
 
-use super::{DeviceSync, Domain};
+use super::{DeviceSync, Domain, SharedModel};
 use crate::gpu::device::hex;
 use crate::gpu::export::{self, ExportBuffer, ExportTimeline};
 use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::gpu::guard::Destroy;
 use crate::gpu::Gpu;
-use crate::upscale::model::{CudaTarget, ExecutionProvider, OrtModel};
+use crate::upscale::model::{CudaTarget, ExecutionProvider, OrtModel, OrtTemporal};
 use crate::upscale::{FrameSplit, HostTimes, MlSettings, Schedule};
 
 const USAGE: vk::BufferUsageFlags = vk::BufferUsageFlags::STORAGE_BUFFER;
@@ -179,7 +179,7 @@ struct Timing {
 
 pub struct CudaDomain {
     /// Declared first: the session must go before the stream it queues on.
-    model: Option<OrtModel>,
+    model: Option<SharedModel>,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     input: Option<SharedTensor>,
@@ -246,6 +246,20 @@ impl CudaDomain {
         render: vk::Extent2D,
         output: vk::Extent2D,
     ) -> anyhow::Result<()> {
+        let target = CudaTarget {
+            device_id: ordinal,
+            stream: self.stream.cu_stream() as usize,
+        };
+        // SAFETY (both loads): the stream is owned by this domain and dropped after the model.
+        let model = SharedModel::load(
+            ml,
+            render,
+            output,
+            || unsafe { OrtModel::load_on_cuda_stream(&ml.model, target) },
+            || unsafe { OrtTemporal::load_on_cuda_stream(&ml.model, target) },
+        )?;
+        // A temporal model's input tensor holds its five inputs' channels.
+        self.in_shape[1] = model.input_channels();
         let bytes = |shape: [usize; 4]| (shape.iter().product::<usize>() * 4) as u64;
         self.input = Some(SharedTensor::new(
             gpu,
@@ -263,17 +277,6 @@ impl CudaDomain {
             t.end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
                 .map_err(cuda("creating a CUDA event"))?;
         }
-        let target = CudaTarget {
-            device_id: ordinal,
-            stream: self.stream.cu_stream() as usize,
-        };
-        // SAFETY: the stream is owned by this domain and dropped after the model.
-        let (model, info) = unsafe { OrtModel::load_on_cuda_stream(&ml.model, target)? };
-        OrtModel::check_sizes(
-            &info,
-            (render.width, render.height),
-            (output.width, output.height),
-        )?;
         self.model = Some(model);
         Ok(())
     }
@@ -301,7 +304,7 @@ impl CudaDomain {
             // SAFETY: both tensors are mapped device memory of the shapes' sizes, alive until
             // this domain is destroyed (after the frames that use them completed).
             unsafe {
-                self.model.as_mut().unwrap().run_on_device(
+                self.model.as_mut().unwrap().run_device(
                     input.ptr,
                     self.in_shape,
                     output.ptr,
@@ -374,6 +377,10 @@ impl Domain for CudaDomain {
 
     fn input(&self) -> vk::Buffer {
         self.input.as_ref().unwrap().vk.raw
+    }
+
+    fn temporal(&self) -> bool {
+        matches!(self.model, Some(SharedModel::Temporal(_)))
     }
 
     fn output(&self) -> vk::Buffer {

@@ -1,21 +1,22 @@
 //! The host-memory domain: both tensors in page-aligned host memory that we allocate, imported
 //! into Vulkan (VK_EXT_external_memory_host), and given to ONNX Runtime as tensors over that
-//! same memory, so ORT reads the input and writes the output in place.
+//! same memory, so ORT reads the input and writes the output in place (a temporal model's five
+//! inputs as views of the one input tensor).
 
 use std::time::Instant;
 
 use anyhow::Context as _;
 use ash::vk;
 
-use super::Domain;
+use super::{Domain, SharedModel};
 use crate::gpu::external::HostBuffer;
 use crate::gpu::guard::Destroy;
 use crate::gpu::Gpu;
-use crate::upscale::model::OrtModel;
+use crate::upscale::model::{OrtModel, OrtTemporal};
 use crate::upscale::{FrameSplit, HostTimes, MlSettings, Schedule};
 
 pub struct HostDomain {
-    model: OrtModel,
+    model: SharedModel,
     input: HostBuffer,
     output: HostBuffer,
     in_shape: [usize; 4],
@@ -29,13 +30,15 @@ impl HostDomain {
         render: vk::Extent2D,
         output: vk::Extent2D,
     ) -> anyhow::Result<Self> {
-        let (model, info) = OrtModel::load(&ml.model, ml.provider, ml.intra_threads)?;
-        OrtModel::check_sizes(
-            &info,
-            (render.width, render.height),
-            (output.width, output.height),
+        let model = SharedModel::load(
+            ml,
+            render,
+            output,
+            || OrtModel::load(&ml.model, ml.provider, ml.intra_threads),
+            || OrtTemporal::load(&ml.model, ml.provider, ml.intra_threads),
         )?;
-        let in_shape = [1, 3, render.height as usize, render.width as usize];
+        let channels = model.input_channels();
+        let in_shape = [1, channels, render.height as usize, render.width as usize];
         let out_shape = [1, 3, output.height as usize, output.width as usize];
         let bytes = |shape: [usize; 4]| (shape.iter().product::<usize>() * 4) as u64;
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER;
@@ -67,6 +70,10 @@ impl Domain for HostDomain {
         self.output.raw
     }
 
+    fn temporal(&self) -> bool {
+        matches!(self.model, SharedModel::Temporal(_))
+    }
+
     fn destroy(self: Box<Self>, gpu: &Gpu) {
         let this = *self;
         // The ORT session goes first: it holds tensors over the host memory.
@@ -87,7 +94,7 @@ impl FrameSplit for HostDomain {
     fn run_host(&mut self, _gpu: &Gpu, _slot: usize, times: &mut HostTimes) -> anyhow::Result<()> {
         let start = Instant::now();
         let (in_shape, out_shape) = (self.in_shape, self.out_shape);
-        self.model.run(
+        self.model.run_host(
             self.input.as_f32_mut(),
             in_shape,
             self.output.as_f32_mut(),

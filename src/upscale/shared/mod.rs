@@ -15,6 +15,11 @@
 //! `upscale.shared_domain` picks one: `auto` (cuda where available, else host, with the reason
 //! in the overlay), `host` or `cuda`.
 //!
+//! A temporal model ([`SharedModel::Temporal`]) runs the same way: `temporal_pre.comp` writes
+//! its five inputs into the input tensor (one NCHW tensor of their channels concatenated, of
+//! which the runtime sees each input as a view), the runtime runs the whole graph, and
+//! `temporal_output.comp` writes the image and keeps the history (`upscale::temporal_io`).
+//!
 //! Host domain (`Schedule::HostSignal`): submission A (scene, `image_to_tensor`) signals the
 //! frame timeline value `n` after a COMPUTE→HOST barrier; the host waits for `n`, the domain runs
 //! the model, the host signals `n + 1`; submission B, queued right after A, waits for `n + 1`,
@@ -37,11 +42,14 @@ use ash::vk;
 
 use anyhow::Context as _;
 
+use super::model::{self, ModelError, OrtModel, OrtTemporal, TEMPORAL_CHANNELS};
+use super::temporal_io::{Mode, TemporalIo};
 use super::{FrameIo, FrameSplit, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
 use crate::gpu::barrier;
 use crate::gpu::guard::Destroy;
 use crate::gpu::pipeline::{self, Binding};
 use crate::gpu::{self, Gpu, Image, Pipeline};
+use crate::infer::Precision;
 use crate::shader;
 
 /// The domains this pattern can use, by [`Domain::name`].
@@ -72,6 +80,85 @@ impl DomainChoice {
 
 pub use super::DeviceSync;
 
+/// The model a domain's runtime runs: a single-image model on the frame's tensor, or a temporal
+/// model on the packed inputs `temporal_pre.comp` writes.
+pub enum SharedModel {
+    Image(OrtModel),
+    Temporal(OrtTemporal),
+}
+
+impl SharedModel {
+    /// Loads `ml.model` with `load_image` or, when it is a temporal model, `load_temporal`, and
+    /// checks it fits the sizes.
+    pub fn load(
+        ml: &MlSettings,
+        render: vk::Extent2D,
+        output: vk::Extent2D,
+        load_image: impl FnOnce() -> Result<(OrtModel, model::ModelInfo), ModelError>,
+        load_temporal: impl FnOnce() -> Result<OrtTemporal, ModelError>,
+    ) -> anyhow::Result<Self> {
+        let (render, output) = ((render.width, render.height), (output.width, output.height));
+        match load_image() {
+            Ok((model, info)) => {
+                OrtModel::check_sizes(&info, render, output)?;
+                Ok(Self::Image(model))
+            }
+            Err(ModelError::Temporal { .. }) => {
+                let model = load_temporal()?;
+                super::roundtrip::check_temporal_sizes(&ml.model, render, output)?;
+                Ok(Self::Temporal(model))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Channels of the input tensor: the image's, or the temporal model's five inputs'.
+    pub fn input_channels(&self) -> usize {
+        match self {
+            Self::Image(_) => 3,
+            Self::Temporal(_) => TEMPORAL_CHANNELS,
+        }
+    }
+
+    /// Runs the model in place on host memory: `input` ([1, C, h, w], C =
+    /// [`SharedModel::input_channels`]) into `output` ([1, 3, H, W]).
+    pub fn run_host(
+        &mut self,
+        input: &mut [f32],
+        in_shape: [usize; 4],
+        output: &mut [f32],
+        out_shape: [usize; 4],
+    ) -> Result<(), ModelError> {
+        match self {
+            Self::Image(m) => m.run(input, in_shape, output, out_shape),
+            Self::Temporal(m) => m.run_packed(input, (in_shape[3], in_shape[2]), output),
+        }
+    }
+
+    /// [`SharedModel::run_host`] on CUDA device memory, queued on the model's stream.
+    ///
+    /// # Safety
+    /// As `OrtModel::run_on_device`: live device allocations of the shapes' sizes that outlive
+    /// the queued work, and a model loaded on a CUDA stream.
+    pub unsafe fn run_device(
+        &mut self,
+        input: u64,
+        in_shape: [usize; 4],
+        output: u64,
+        out_shape: [usize; 4],
+    ) -> Result<(), ModelError> {
+        // SAFETY: as this function's contract.
+        unsafe {
+            match self {
+                Self::Image(m) => m.run_on_device(input, in_shape, output, out_shape),
+                Self::Temporal(m) => {
+                    m.run_packed_on_device(input, (in_shape[3], in_shape[2]), output)
+                }
+            }
+        }
+    }
+}
+
 /// Tensor memory shared by Vulkan and the ML runtime, and the runtime that uses it in place.
 /// How the runtime joins the frame is the split-frame protocol ([`FrameSplit`]), which the
 /// pattern passes on: a host domain runs the model in [`FrameSplit::run_host`]
@@ -87,6 +174,8 @@ pub trait Domain: FrameSplit {
     fn input(&self) -> vk::Buffer;
     /// The output tensor (NCHW f32) as a Vulkan storage buffer.
     fn output(&self) -> vk::Buffer;
+    /// The runtime runs a temporal model ([`SharedModel::Temporal`]).
+    fn temporal(&self) -> bool;
     fn destroy(self: Box<Self>, gpu: &Gpu);
 }
 
@@ -97,6 +186,8 @@ pub struct SharedMemory {
     sampler: vk::Sampler,
     /// Why the CUDA domain is or is not in use, for the overlay.
     cuda_note: String,
+    /// A temporal model's passes and history (in place of `to_tensor` and `from_tensor`).
+    temporal: Option<TemporalIo>,
 }
 
 /// Builds the domain `ml.shared_domain` asks for, with the overlay's note about CUDA.
@@ -163,14 +254,36 @@ impl SharedMemory {
             0,
         )?
         .guard(gpu);
-        let sampler =
-            gpu::image::create_sampler(gpu, "image_to_tensor sampler", false, false, 0.0)?;
+        let temporal = if domain.temporal() {
+            let size = |e: vk::Extent2D| (e.width, e.height);
+            let io = TemporalIo::new(
+                gpu,
+                Mode::Runtime,
+                Precision::Fp32,
+                size(input.extent()),
+                size(output.extent()),
+            )?;
+            Some(io)
+        } else {
+            None
+        };
+        let sampler = gpu::image::create_sampler(gpu, "image_to_tensor sampler", false, false, 0.0);
+        let sampler = match sampler {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(t) = temporal {
+                    t.destroy(gpu);
+                }
+                return Err(e.into());
+            }
+        };
         Ok(Self {
             domain: domain.keep(),
             to_tensor: to_tensor.keep(),
             from_tensor: from_tensor.keep(),
             sampler,
             cuda_note,
+            temporal,
         })
     }
 }
@@ -223,24 +336,42 @@ impl Upscaler for SharedMemory {
     }
 
     fn describe(&self) -> String {
-        format!("domain: {} · {}", self.domain.label(), self.cuda_note)
+        let model = if self.temporal.is_some() {
+            " · temporal model"
+        } else {
+            ""
+        };
+        format!(
+            "domain: {}{model} · {}",
+            self.domain.label(),
+            self.cuda_note
+        )
+    }
+
+    fn temporal(&self) -> bool {
+        self.temporal.is_some()
     }
 
     unsafe fn record(&mut self, io: &mut FrameIo) -> gpu::Result<()> {
         let device = &io.gpu.device;
-        let span = io.timestamps.begin(io.gpu, io.cmd, "to_tensor");
-        let (x, y) = groups(io.inputs.color.extent());
-        pipeline::dispatch(
-            io.gpu,
-            io.cmd,
-            &self.to_tensor,
-            &[
-                Binding::SampledImage(io.inputs.color.view, self.sampler),
-                Binding::StorageBuffer(self.domain.input()),
-            ],
-            &(),
-            [x, y, 1],
-        );
+        if let Some(t) = &mut self.temporal {
+            t.record_pre(io, self.sampler, self.domain.input());
+        } else {
+            let span = io.timestamps.begin(io.gpu, io.cmd, "to_tensor");
+            let (x, y) = groups(io.inputs.color.extent());
+            pipeline::dispatch(
+                io.gpu,
+                io.cmd,
+                &self.to_tensor,
+                &[
+                    Binding::SampledImage(io.inputs.color.view, self.sampler),
+                    Binding::StorageBuffer(self.domain.input()),
+                ],
+                &(),
+                [x, y, 1],
+            );
+            io.timestamps.end(io.gpu, io.cmd, span);
+        }
         if !self.on_device() {
             // The runtime reads the tensor on the host once the timeline value of A is reached.
             // (On the device, A's semaphore signal orders the write before CUDA's read.)
@@ -254,7 +385,6 @@ impl Upscaler for SharedMemory {
                 (vk::PipelineStageFlags2::HOST, vk::AccessFlags2::HOST_READ),
             );
         }
-        io.timestamps.end(io.gpu, io.cmd, span);
         Ok(())
     }
 
@@ -272,6 +402,10 @@ impl Upscaler for SharedMemory {
                     vk::AccessFlags2::SHADER_STORAGE_READ,
                 ),
             );
+        }
+        if let Some(t) = &mut self.temporal {
+            t.record_post(io, self.domain.output());
+            return Ok(());
         }
         let span = io.timestamps.begin(io.gpu, io.cmd, "from_tensor");
         let (x, y) = groups(io.output.extent());
@@ -292,6 +426,9 @@ impl Upscaler for SharedMemory {
 
     fn destroy(self: Box<Self>, gpu: &Gpu) {
         self.domain.destroy(gpu);
+        if let Some(t) = self.temporal {
+            t.destroy(gpu);
+        }
         self.to_tensor.destroy(gpu);
         self.from_tensor.destroy(gpu);
         unsafe { gpu.device.destroy_sampler(self.sampler, None) };
