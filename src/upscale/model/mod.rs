@@ -32,7 +32,7 @@ pub use runtime::{
     check_runtime_path, init_runtime, locate_runtime, locate_runtime_in, RuntimeInfo,
     RuntimeLocation, RuntimeSource, DEPS_DIR, RUNTIME_ENV_VAR, RUNTIME_FILE_NAME,
 };
-use session::{invalid_model, provider_unavailable, session_builder};
+use session::open_session;
 
 const CUDA_PROVIDER: &str = "CUDAExecutionProvider";
 /// Probe size for models whose output shape is only known after a run.
@@ -201,27 +201,7 @@ impl OrtModel {
         intra_threads: Option<usize>,
         cuda: Option<CudaTarget>,
     ) -> Result<(Self, ModelInfo), ModelError> {
-        if !path.is_file() {
-            return Err(ModelError::NotFound(path.to_path_buf()));
-        }
-        let (env, rt) = runtime::environment()?;
-        if !rt.providers.iter().any(|p| p == ep.ort_name()) {
-            return Err(provider_unavailable(
-                path,
-                ep,
-                rt,
-                format!(
-                    "the ONNX Runtime library at {} was built without it",
-                    rt.path.display()
-                ),
-            ));
-        }
-        let threads = intra_threads
-            .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
-            .unwrap_or(1);
-        let mut session = session_builder(env, rt, path, ep, threads, cuda)?
-            .commit_from_file(path)
-            .map_err(|e| invalid_model(path, e.to_string()))?;
+        let (mut session, threads) = open_session(path, ep, intra_threads, cuda)?;
 
         let info = inspect(path, &mut session)?;
         tracing::info!(

@@ -15,9 +15,9 @@ use ort::value::TensorRefMut;
 
 use super::graph_run::feeds;
 use super::memory::{cpu_memory_info, cuda_memory_info, to_shape, wrap_f32_memory};
-use super::session::{invalid_model, provider_unavailable, session_builder};
+use super::session::{invalid_model, open_session};
 use super::{
-    runtime, CudaTarget, ExecutionProvider, ModelError, NamedTensor, OutputBinding, TEMPORAL_INPUTS,
+    CudaTarget, ExecutionProvider, ModelError, NamedTensor, OutputBinding, TEMPORAL_INPUTS,
 };
 
 /// Channels of the packed input: the five inputs' channels, concatenated.
@@ -68,27 +68,7 @@ impl OrtTemporal {
         intra_threads: Option<usize>,
         cuda: Option<CudaTarget>,
     ) -> Result<Self, ModelError> {
-        if !path.is_file() {
-            return Err(ModelError::NotFound(path.to_path_buf()));
-        }
-        let (env, rt) = runtime::environment()?;
-        if !rt.providers.iter().any(|p| p == ep.ort_name()) {
-            return Err(provider_unavailable(
-                path,
-                ep,
-                rt,
-                format!(
-                    "the ONNX Runtime library at {} was built without it",
-                    rt.path.display()
-                ),
-            ));
-        }
-        let threads = intra_threads
-            .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
-            .unwrap_or(1);
-        let session = session_builder(env, rt, path, ep, threads, cuda)?
-            .commit_from_file(path)
-            .map_err(|e| invalid_model(path, e.to_string()))?;
+        let (session, threads) = open_session(path, ep, intra_threads, cuda)?;
         let (kind, scale) = {
             let meta = session
                 .metadata()

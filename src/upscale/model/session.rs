@@ -4,7 +4,40 @@ use std::path::Path;
 
 use ort::session::Session;
 
-use super::{CudaTarget, ExecutionProvider, ModelError, RuntimeInfo};
+use super::{runtime, CudaTarget, ExecutionProvider, ModelError, RuntimeInfo};
+
+/// A session for the model at `path` on `ep` (CUDA on `cuda`'s device and stream when given),
+/// after checking that the file exists and the runtime has that provider; also the intra-op
+/// threads it uses (`intra_threads`, else every core).
+pub(super) fn open_session(
+    path: &Path,
+    ep: ExecutionProvider,
+    intra_threads: Option<usize>,
+    cuda: Option<CudaTarget>,
+) -> Result<(Session, usize), ModelError> {
+    if !path.is_file() {
+        return Err(ModelError::NotFound(path.to_path_buf()));
+    }
+    let (env, rt) = runtime::environment()?;
+    if !rt.providers.iter().any(|p| p == ep.ort_name()) {
+        return Err(provider_unavailable(
+            path,
+            ep,
+            rt,
+            format!(
+                "the ONNX Runtime library at {} was built without it",
+                rt.path.display()
+            ),
+        ));
+    }
+    let threads = intra_threads
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1);
+    let session = session_builder(env, rt, path, ep, threads, cuda)?
+        .commit_from_file(path)
+        .map_err(|e| invalid_model(path, e.to_string()))?;
+    Ok((session, threads))
+}
 
 /// The session options for `path`: `threads` intra-op threads without spinning and, for CUDA,
 /// its execution provider (on `cuda`'s device and stream when given), TF32 off and no silent
