@@ -387,6 +387,9 @@ def parse_args(argv=None):
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--tf32", action="store_true", help="CUDA convs in TF32 (export and scores stay fp32)")
+    ap.add_argument("--amp", default="off", choices=["off", "fp16", "bf16"],
+                    help="training steps under autocast (fp16: CUDA only, with a gradient scaler); "
+                         "the val scores and the export stay fp32")
     ap.add_argument("--compare", default="", help="a spatial model (ONNX) to score on the same val frames")
     ap.add_argument("--snapshot", default="", help="export to this file at every val score (no checks)")
     return ap.parse_args(argv)
@@ -422,6 +425,10 @@ def train(args) -> dict:
 
     net = TemporalNet(args.arch).to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+    if args.amp == "fp16" and dev.type != "cuda":
+        raise SystemExit(f"--amp fp16 needs a CUDA device (this run is on {dev}); use --amp bf16 or off")
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.amp)
+    scaler = torch.amp.GradScaler(dev.type, enabled=args.amp == "fp16")
     gen = torch.Generator(device=dev).manual_seed(args.seed)
     pick = random.Random(args.seed)
     total = args.steps
@@ -449,22 +456,24 @@ def train(args) -> dict:
         first = pick.randint(0, k - warm - args.unroll)
         crops = Crops(train_ds, args.batch, args.patch, gen)
         prev = None
-        with torch.no_grad():
-            for t in range(first, first + warm):
-                prev = step_frames(net, crops.frame(t), prev)
-        loss, prev_target = 0.0, None
-        for t in range(first + warm, first + warm + args.unroll):
-            frames = crops.frame(t)
-            out = step_frames(net, frames, prev)
-            target = frames[4]
-            loss = loss + F.l1_loss(out, target)
-            if prev is not None and prev_target is not None and args.temporal_weight > 0:
-                loss = loss + args.temporal_weight * F.l1_loss(out - prev, target - prev_target)
-            prev, prev_target = out, target
-        loss = loss / args.unroll
+        with torch.autocast(dev.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
+            with torch.no_grad():
+                for t in range(first, first + warm):
+                    prev = step_frames(net, crops.frame(t), prev)
+            loss, prev_target = 0.0, None
+            for t in range(first + warm, first + warm + args.unroll):
+                frames = crops.frame(t)
+                out = step_frames(net, frames, prev).float()
+                target = frames[4]
+                loss = loss + F.l1_loss(out, target)
+                if prev is not None and prev_target is not None and args.temporal_weight > 0:
+                    loss = loss + args.temporal_weight * F.l1_loss(out - prev, target - prev_target)
+                prev, prev_target = out, target
+            loss = loss / args.unroll
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
         step += 1
         times.append(time.time() - t_step)
         if step == 20 and args.time_budget > 0:

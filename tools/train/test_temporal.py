@@ -6,7 +6,8 @@
 - space-to-depth is DepthToSpace "CRD"'s inverse;
 - the history is the output clamped to 0..1 in fp16, with the identity's gradient;
 - the export (five inputs, engine op set) matches the torch net in ONNX Runtime;
-- a short training on a generated sequence dataset runs, scores and writes model and metrics.
+- a short training on a generated sequence dataset runs (in fp32 and under bf16 autocast),
+  scores and writes model and metrics; fp16 autocast off CUDA is refused with the reason.
 """
 
 import json
@@ -136,17 +137,24 @@ def test_training_runs_and_exports():
         with open(os.path.join(root, "dataset.json"), "w") as f:
             json.dump(meta, f)
         out = os.path.join(root, "m", "t.onnx")
-        args = temporal.parse_args(["--data", root, "--out", out, "--arch", "tsr8", "--steps", "6",
-                                    "--batch", "2", "--patch", "12", "--unroll", "3", "--warm-max", "2",
-                                    "--warmup", "2", "--device", "cpu", "--eval-every", "0"])
-        log = temporal.train(args)
-        assert os.path.exists(out) and log["steps"] == 6
-        assert log["onnx_vs_torch_max_abs"] < 1e-4
-        with open(os.path.join(root, "m", "t.metrics.json")) as f:
-            metrics = json.load(f)
-        final = metrics["final"]
-        assert final["steady"]["psnr_y"] > 0 and final["steady"]["tpsnr_y"] > 0
-        assert len(metrics["evals"]) >= 2  # periodic (every step) and final
+        common = ["--data", root, "--out", out, "--arch", "tsr8", "--steps", "6", "--batch", "2",
+                  "--patch", "12", "--unroll", "3", "--warm-max", "2", "--warmup", "2", "--device", "cpu",
+                  "--eval-every", "0"]
+        # bf16 autocast: the steps run under it, the scores and the export stay fp32.
+        for amp in ("off", "bf16"):
+            log = temporal.train(temporal.parse_args(common + ["--amp", amp]))
+            assert os.path.exists(out) and log["steps"] == 6, amp
+            assert log["onnx_vs_torch_max_abs"] < 1e-4, amp
+            with open(os.path.join(root, "m", "t.metrics.json")) as f:
+                metrics = json.load(f)
+            final = metrics["final"]
+            assert final["steady"]["psnr_y"] > 0 and final["steady"]["tpsnr_y"] > 0, amp
+            assert len(metrics["evals"]) >= 2, amp  # periodic (every step) and final
+        try:
+            temporal.train(temporal.parse_args(common + ["--amp", "fp16"]))
+            raise AssertionError("--amp fp16 ran on the CPU")
+        except SystemExit as e:
+            assert "needs a CUDA device" in str(e), e
 
 
 if __name__ == "__main__":
