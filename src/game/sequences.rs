@@ -2,7 +2,8 @@
 //! sequence dataset's val split): the scripted fly-through, and seeded random walks that stay
 //! inside the held-out cells of [`super::poses`], each starting at a held-out view of the same
 //! seed; and the same kind of walk through the training region for the sequence dataset's train
-//! split ([`training`]). The animation clock runs at [`FRAME_DT`] per frame, so the wheels spin
+//! split ([`training`]), where every other walk also stands still for a while (a temporal model
+//! must learn to hold a still picture, as a player who stops sees one). The animation clock runs at [`FRAME_DT`] per frame, so the wheels spin
 //! and the orbs float between frames as in the game.
 //!
 //! Pure and deterministic: the same (seed, count, frames) always gives the same cameras.
@@ -27,6 +28,9 @@ const TURN: f32 = 0.8;
 const SWAY: (f32, f32) = (0.25, 2.5);
 /// How far from props a walk stays, as the held-out poses do.
 const PROP_CLEARANCE: f32 = 0.4;
+/// Frames an odd-numbered training walk stands still (camera frozen, the animation going on):
+/// long enough that a temporal model's history has nothing to refresh it.
+const HOLD_FRAMES: (u64, u64) = (16, 48);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -94,7 +98,9 @@ pub fn scripted(frames: u64) -> Sequence {
 
 /// `count` walks of `frames` frames through the training region: walk k starts at training view
 /// k of `seed` (`poses::pose`) and, like the held-out walks, turns around rather than step out
-/// of its region, so no frame stands in or within `poses::MARGIN` of a held-out cell.
+/// of its region, so no frame stands in or within `poses::MARGIN` of a held-out cell. Walks
+/// 2, 4, … (odd k) stand still for [`HOLD_FRAMES`] frames from a random frame on: the camera
+/// keeps its pose while the animation clock goes on, then the walk goes on where it stopped.
 pub fn training(world: &World, seed: u64, count: u64, frames: u64) -> Vec<Sequence> {
     (0..count)
         .map(|k| walk_in(world, Split::Train, seed, k, frames))
@@ -124,10 +130,30 @@ fn walk_in(world: &World, split: Split, seed: u64, index: u64, frames: u64) -> S
     let nod_phase = rng.random_range(0.0..TAU);
     // The direction of travel, relative to the view: ahead, sideways or backing away.
     let mut heading = rng.random_range(-PI..PI);
+    // Drawn after the walk's own numbers, so a walk moves as it did before holds existed.
+    let hold = (split == Split::Train && index % 2 == 1).then(|| {
+        let len = rng.random_range(HOLD_FRAMES.0..=HOLD_FRAMES.1);
+        // Within the sequence where it fits (a shorter sequence holds to its end).
+        let at = rng.random_range(0..frames.saturating_sub(len).max(1));
+        at..at + len
+    });
     let mut ground = Vec2::new(start.pos[0], start.pos[2]);
     let mut out = Vec::with_capacity(frames as usize);
+    // The walk's own clock: it stops while the camera holds still (the animation's does not).
+    let mut walked = 0u64;
     for n in 0..frames {
-        let t = n as f32 * FRAME_DT;
+        if hold.as_ref().is_some_and(|h| h.contains(&n) && n > h.start) {
+            let last = *out
+                .last()
+                .expect("a hold starts after the first frame is pushed");
+            out.push(Pose {
+                time: start.time + n as f32 * FRAME_DT,
+                ..last
+            });
+            continue;
+        }
+        let t = walked as f32 * FRAME_DT;
+        walked += 1;
         let sway = SWAY.0 * ((SWAY.1 * t + sway_phase).sin() - sway_phase.sin());
         let yaw = (start.yaw + turn * t + sway).rem_euclid(TAU);
         let pitch = start.pitch + 0.08 * ((1.3 * t + nod_phase).sin() - nod_phase.sin());
@@ -135,7 +161,7 @@ fn walk_in(world: &World, split: Split, seed: u64, index: u64, frames: u64) -> S
             pos: [ground.x, start.pos[1], ground.y],
             yaw,
             pitch,
-            time: start.time + t,
+            time: start.time + n as f32 * FRAME_DT,
         });
         let dir = yaw + heading;
         let step = Vec2::new(dir.sin(), -dir.cos()) * speed * FRAME_DT;
@@ -218,6 +244,50 @@ mod tests {
             }
             // The walks do move (a walk stuck at its start would make a still sequence).
             assert!(walks.iter().all(|s| s.frames[0].pos != s.frames[239].pos));
+            // Odd walks hold still for a while (16-48 frames), the others never do; the
+            // animation clock goes on through a hold.
+            for (k, s) in walks.iter().enumerate() {
+                let still = s
+                    .frames
+                    .windows(2)
+                    .filter(|p| {
+                        (p[0].pos, p[0].yaw, p[0].pitch) == (p[1].pos, p[1].yaw, p[1].pitch)
+                    })
+                    .count() as u64;
+                if k % 2 == 1 {
+                    assert!(
+                        (HOLD_FRAMES.0 - 1..HOLD_FRAMES.1).contains(&still),
+                        "{}: {still} still steps",
+                        s.name
+                    );
+                } else {
+                    assert_eq!(still, 0, "{}", s.name);
+                }
+                for p in s.frames.windows(2) {
+                    assert!(
+                        (p[1].time - p[0].time - FRAME_DT).abs() < 1e-4,
+                        "{}",
+                        s.name
+                    );
+                }
+            }
+        }
+    }
+
+    /// A hold changes nothing before it, and after it the walk goes on from where it stopped
+    /// (no jump: the walk's clock paused with it).
+    #[test]
+    fn a_hold_pauses_the_walk_without_a_jump() {
+        let w = World::new(7);
+        let held = walk_in(&w, Split::Train, 1, 1, 240);
+        let moving = walk_in(&w, Split::Train, 1, 0, 240);
+        assert_ne!(held.frames[0], moving.frames[0]);
+        for pair in held.frames.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let turn = (b.yaw - a.yaw + PI).rem_euclid(TAU) - PI;
+            assert!(turn.abs() < 0.05, "{turn} rad in a frame");
+            let step = Vec2::new(b.pos[0] - a.pos[0], b.pos[2] - a.pos[2]).length();
+            assert!(step <= SPEED.1 * FRAME_DT + 1e-5, "{step} m");
         }
     }
 }
