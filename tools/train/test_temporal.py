@@ -139,7 +139,7 @@ def test_training_runs_and_exports():
         out = os.path.join(root, "m", "t.onnx")
         common = ["--data", root, "--out", out, "--arch", "tsr8", "--steps", "6", "--batch", "2",
                   "--patch", "12", "--unroll", "3", "--warm-max", "2", "--warmup", "2", "--device", "cpu",
-                  "--eval-every", "0"]
+                  "--eval-every", "0", "--hold-prob", "0.5", "--hold-warm", "3", "--hold", "5"]
         # bf16 autocast: the steps run under it, the scores and the export stay fp32.
         for amp in ("off", "bf16"):
             log = temporal.train(temporal.parse_args(common + ["--amp", amp]))
@@ -149,7 +149,12 @@ def test_training_runs_and_exports():
                 metrics = json.load(f)
             final = metrics["final"]
             assert final["steady"]["psnr_y"] > 0 and final["steady"]["tpsnr_y"] > 0, amp
+            assert final["hold"]["frames"] == 5 and final["hold"]["last_psnr_y"] > 0, amp
             assert len(metrics["evals"]) >= 2, amp  # periodic (every step) and final
+            # The export scores as the net: the held-camera score through ONNX Runtime.
+            val = temporal.Sequences(root, "val")
+            ort_hold = temporal.evaluate_hold(temporal.OrtTemporalNet(out), val, 5)
+            assert abs(ort_hold["last_psnr_y"] - final["hold"]["last_psnr_y"]) < 0.05, (ort_hold, final)
         try:
             temporal.train(temporal.parse_args(common + ["--amp", "fp16"]))
             raise AssertionError("--amp fp16 ran on the CPU")
