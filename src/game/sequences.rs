@@ -99,8 +99,9 @@ pub fn scripted(frames: u64) -> Sequence {
 /// `count` walks of `frames` frames through the training region: walk k starts at training view
 /// k of `seed` (`poses::pose`) and, like the held-out walks, turns around rather than step out
 /// of its region, so no frame stands in or within `poses::MARGIN` of a held-out cell. Walks
-/// 2, 4, … (odd k) stand still for 16 to 48 frames (`HOLD_FRAMES`) from a random frame on: the camera
-/// keeps its pose while the animation clock goes on, then the walk goes on where it stopped.
+/// 2, 4, … (odd k) stand still for 16 to 48 frames (`HOLD_FRAMES`) from a random frame on:
+/// the camera keeps its pose while the animation clock goes on, then the walk goes on where it
+/// stopped.
 pub fn training(world: &World, seed: u64, count: u64, frames: u64) -> Vec<Sequence> {
     (0..count)
         .map(|k| walk_in(world, Split::Train, seed, k, frames))
