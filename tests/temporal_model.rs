@@ -571,66 +571,45 @@ fn the_first_frames_after_a_reset_or_a_switch_equal_a_fresh_starts() {
     }
 }
 
-/// Mean absolute difference of horizontally adjacent samples (RGB): how much high-frequency
-/// content an image has.
-fn high_frequency(image: &image::RgbaImage) -> f64 {
-    let (w, h) = image.dimensions();
-    let mut sum = 0.0;
-    for y in 0..h {
-        for x in 0..w - 1 {
-            let (a, b) = (image.get_pixel(x, y), image.get_pixel(x + 1, y));
-            sum += (0..3).map(|c| f64::from(a[c].abs_diff(b[c]))).sum::<f64>();
-        }
-    }
-    sum / f64::from(w * h)
-}
-
-/// High-frequency content of the first frame and of the 64th of a held camera (the scripted
-/// path's frame 0 drawn again and again: motion vectors zero, the jitter sequence going on, as
-/// when the player stands still), through `pattern`.
-fn held_camera(config: &upscale_demo::app::config::Config, pattern: Pattern) -> (f64, f64) {
+/// PSNR-Y against the native render (the same view at output size, no jitter) of the first
+/// frame and of the 64th of a held camera (scripted frame 30 drawn again and again: motion
+/// vectors zero, the jitter sequence going on, as when the player stands still), through
+/// `pattern`.
+fn held_camera(pattern: Pattern) -> (f64, f64) {
     use upscale_demo::app::headless::Runner;
-    let mut r = Runner::new(config, pattern).unwrap();
-    let first = high_frequency(&capture(&mut r, 0));
+    use upscale_demo::game::camera;
+    const FRAME: u64 = 30;
+    let config = runner_config();
+    let native = {
+        let mut source = FrameSource::new(&config, 1).unwrap();
+        let (cam, time) = camera::scripted(FRAME);
+        source.render_view(cam, time).unwrap().finish().hr
+    };
+    let mut r = Runner::new(&config, pattern).unwrap();
+    let first = metrics::psnr_y(&capture(&mut r, FRAME), &native);
     for _ in 0..62 {
-        r.frame(0, false).unwrap();
+        r.frame(FRAME, false).unwrap();
     }
-    let held = high_frequency(&capture(&mut r, 0));
+    let held = metrics::psnr_y(&capture(&mut r, FRAME), &native);
     assert_eq!(r.session.gpu.validation_errors(), 0, "see the log");
-    println!("{pattern}: high-frequency content {first:.1} on the first frame, {held:.1} after 64 held frames");
+    println!("{pattern}: PSNR-Y {first:.2} dB on the first frame, {held:.2} after 64 held frames");
     (first, held)
 }
 
-/// A held camera's picture may gain detail as jittered samples accumulate, so its
-/// high-frequency content may grow, but not past this factor of the first frame's.
-const HELD_GROWTH_MAX: f64 = 2.0;
-
-/// The measure below on the hand-written temporal upscaler: `taau` settles on a held camera,
-/// gaining the detail its accumulation resolves (lavapipe: 11.2 on the first frame, 17.5 after
-/// 64, ×1.56).
-#[test]
-fn taau_settles_on_a_held_camera() {
-    let (first, held) = held_camera(&runner_config(), Pattern::Taau);
-    assert!(
-        held <= HELD_GROWTH_MAX * first,
-        "{held:.1} against {first:.1}"
-    );
-}
-
-/// A held camera must settle: after 64 frames the picture has no more high-frequency content
-/// than [`HELD_GROWTH_MAX`] × the first frame's, as `taau`'s. The shipped `temporal_x2` fails it: trained on
-/// walks only, with at most 14 frames of recurrence, it adds a correction that a still history
-/// never refreshes, and the correction builds up into a pattern that eats the picture
-/// (lavapipe, cpu-roundtrip, 160x90 -> 320x180: 12.8 on the first frame, 29 after 8 held
-/// frames, 44 after 16, 85 after 32, 208 after 64 (×16); the same before and after the history
-/// became fp16). Moving cameras hide it: the walks refresh the history.
+/// A held camera must settle: after 64 frames the picture is no further from the native render
+/// than the first frame was (`taau` converges toward it: tests/taau.rs). The shipped
+/// `temporal_x2` fails it: trained on walks only, with at most 14 frames of recurrence, it adds
+/// a correction that a still history never refreshes, and the correction builds up into a
+/// pattern that eats the picture (lavapipe, cpu-roundtrip, 160x90 -> 320x180: 25.0 dB on the
+/// first frame, 11.2 after 64; it diverged the same way with the 8-bit history). Moving cameras
+/// hide it: the walks refresh the history.
 #[test]
 #[ignore = "the shipped temporal_x2 diverges on a held camera (issue 20: retrain with held \
             cameras and longer recurrence, then run this with --ignored)"]
 fn the_temporal_model_settles_on_a_held_camera() {
-    let (first, held) = held_camera(&runner_config(), Pattern::CpuRoundtrip);
+    let (first, held) = held_camera(Pattern::CpuRoundtrip);
     assert!(
-        held <= HELD_GROWTH_MAX * first,
-        "{held:.1} against {first:.1}"
+        held >= first,
+        "{held:.2} dB after 64 held frames, {first:.2} on the first"
     );
 }
