@@ -236,18 +236,21 @@ impl TemporalIo {
         let source = Binding::StorageBuffer(source);
         let image = Binding::StorageImage(io.output.view);
         let history = Binding::StorageBuffer(self.history.raw);
-        let bindings = match self.mode {
-            Mode::Engine => vec![
-                source,
-                Binding::StorageBuffer(self.warped.raw),
-                image,
-                history,
-            ],
-            Mode::Runtime => vec![source, image, history],
+        // Fixed-size lists: nothing is allocated per frame.
+        let engine = [
+            source,
+            Binding::StorageBuffer(self.warped.raw),
+            image,
+            history,
+        ];
+        let runtime = [source, image, history];
+        let bindings: &[Binding] = match self.mode {
+            Mode::Engine => &engine,
+            Mode::Runtime => &runtime,
         };
         let (ow, oh) = self.output;
         timed(gpu, io.cmd, io.timestamps, "from_tensor", || {
-            rec.dispatch_with(self.post, &bindings, &(), groups(ow, oh));
+            rec.dispatch_with(self.post, bindings, &(), groups(ow, oh));
         });
         self.empty = false;
     }
