@@ -20,12 +20,14 @@ PY="${PYTHON:-python3}"
 SEQUENCES="${SEQUENCES:-64}"
 LENGTH="${LENGTH:-64}"
 BUDGET_S="${BUDGET_S:-720}"
-# STEPS=N: every seed trains exactly N steps (comparable runs; the time budget then only bounds
-# the timeout). Unset: each plans its steps from BUDGET_S, so seeds may run different counts.
+# STEPS=N: every seed trains exactly N steps (the time budget then only bounds the timeout).
+# Unset: the first seed to time its first steps plans the count from BUDGET_S and the others
+# train the same count (temporal.py --plan-file), so the seeds still compare at equal steps.
 STEPS="${STEPS:-}"
 SEEDS="${SEEDS:-1 2}"
 # SKIP_QUALITY=1: no quality --sequence of taau and quality_x2 beside the training (measured before).
 SKIP_QUALITY="${SKIP_QUALITY:-0}"
+QUALITY_LIMIT_S="${QUALITY_LIMIT_S:-300}"
 # A smaller run (a CPU smoke test): CONFIG=/tmp/small.toml SEQUENCES=2 LENGTH=8 BUDGET_S=5
 # QUALITY_ARGS="--sequences 1 --frames 6 --warmup 2" TRAIN_ARGS="--arch tsr8 --patch 32 --warmup 2" ...
 CONFIG="${CONFIG:-config.toml}"
@@ -47,7 +49,7 @@ case "${1:-}" in
         cp -r .devrun/. "$W/work/"
         cp -r tools/train "$W/work/tools/"
         cp "$0" "$W/work/device_temporal.sh"
-        (cd "$W/work" && export SEQUENCES LENGTH BUDGET_S STEPS SEEDS CONFIG QUALITY_ARGS TRAIN_ARGS SKIP_QUALITY \
+        (cd "$W/work" && export SEQUENCES LENGTH BUDGET_S STEPS SEEDS CONFIG QUALITY_ARGS TRAIN_ARGS SKIP_QUALITY QUALITY_LIMIT_S \
             && setsid nohup bash device_temporal.sh run >"$W/res/run.log" 2>&1 </dev/null &)
         echo "started in the background (log $W/res/run.log)"
         exit 0 ;;
@@ -79,7 +81,7 @@ stamp "training seeds $SEEDS side by side (each within $BUDGET_S s of steps)"
 pids=()
 for s in $SEEDS; do
     # shellcheck disable=SC2086
-    if [ -n "$STEPS" ]; then length=(--steps "$STEPS"); else length=(--time-budget "$BUDGET_S"); fi
+    if [ -n "$STEPS" ]; then length=(--steps "$STEPS"); else length=(--time-budget "$BUDGET_S" --plan-file "$R/plan.txt"); fi
     ( timeout $((BUDGET_S + 400)) "$PY" tools/train/temporal.py --data "$W/ds" --out "$R/temporal_s$s.onnx" \
         --seed "$s" "${length[@]}" --compare models/quality_x2.onnx \
         --snapshot "$R/temporal_s$s.snapshot.onnx" $TRAIN_ARGS > "$R/train_s$s.log" 2>&1 ) &
@@ -97,5 +99,18 @@ else
 fi
 for p in "${pids[@]}"; do wait "$p" || echo "warning: a training failed (see its log)"; done
 grep -h "wrote" "$R"/train_s*.log || true
+
+# The trained models beside every shipped one, measured the way the README's table is:
+# quality --sequence, taau and every model in models/ in-stream, on the held-out sequences.
+for s in $SEEDS; do
+    if [ -f "$R/temporal_s$s.onnx" ]; then cp "$R/temporal_s$s.onnx" "models/temporal_s$s.onnx"
+    elif [ -f "$R/temporal_s$s.snapshot.onnx" ]; then cp "$R/temporal_s$s.snapshot.onnx" "models/temporal_s${s}_snapshot.onnx"; fi
+done
+stamp "quality --sequence: taau and every model (the trained ones too) in-stream"
+# shellcheck disable=SC2086
+timeout "${QUALITY_LIMIT_S:-300}" ./upscale-demo --config "$CONFIG" quality --sequence --patterns taau,in-stream \
+    $QUALITY_ARGS --out "$R/quality-final" --no-progress > "$R/quality-final.log" 2>&1 \
+    || echo "warning: quality --sequence failed (exit $?)"
+tail -n 14 "$R/quality-final.log"
 touch "$R/done"
 stamp "done"

@@ -418,6 +418,9 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=100000, help="at most this many steps")
     ap.add_argument("--time-budget", type=float, default=0, help="seconds of training; 0 = --steps")
+    ap.add_argument("--plan-file", default="",
+                    help="with --time-budget: runs trained side by side share one step count (the first "
+                         "to plan writes it to this file, the others read it), so their seeds compare")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--patch", type=int, default=64, help="low-resolution crop size")
     ap.add_argument("--unroll", type=int, default=6, help="frames per step with gradient")
@@ -444,6 +447,29 @@ def parse_args(argv=None):
     ap.add_argument("--hold", type=int, default=64,
                     help="frames of the held-camera score at every val score (0: none)")
     return ap.parse_args(argv)
+
+
+# The step at which a --time-budget run turns its budget into a step count (steps 5..PLAN_AT timed:
+# enough to hold several held-camera steps at --hold-prob 0.25).
+PLAN_AT = 40
+
+
+def shared_total(path: str, mine: int) -> tuple:
+    """One step count for runs trained side by side (seeds compared at equal steps): the first to
+    plan writes its count to `path`, the others read it. Returns (count, whether this run planned)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        for _ in range(600):
+            with open(path) as f:
+                text = f.read().strip()
+            if text:
+                return int(text), False
+            time.sleep(0.1)
+        raise SystemExit(f"--plan-file {path}: still empty after 60 s (the run that created it died?)")
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{mine}\n")
+    return mine, True
 
 
 def train(args) -> dict:
@@ -539,10 +565,13 @@ def train(args) -> dict:
         scaler.update()
         step += 1
         times.append(time.time() - t_step)
-        if step == 20 and args.time_budget > 0:
+        if step == PLAN_AT and args.time_budget > 0:
             per_step = sum(times[5:]) / len(times[5:])
-            total = max(step, min(args.steps, int(args.time_budget / per_step)))
-            print(f"{per_step * 1000:.0f} ms per step: {total} steps in {args.time_budget:.0f} s", flush=True)
+            mine = max(step, min(args.steps, int(args.time_budget / per_step) // 100 * 100))
+            total, planner = shared_total(args.plan_file, mine) if args.plan_file else (mine, True)
+            print(f"{per_step * 1000:.0f} ms per step: {total} steps in {args.time_budget:.0f} s"
+                  + ("" if planner else f" (planned by the first run to reach step {PLAN_AT}; this one planned {mine})"),
+                  flush=True)
         if step % 100 == 0:
             print(f"step {step}/{total} loss {loss.item():.5f} lr {opt.param_groups[0]['lr']:.2e}", flush=True)
         if time.time() - last_eval >= args.eval_every and step < total:

@@ -6,6 +6,7 @@
 - space-to-depth is DepthToSpace "CRD"'s inverse;
 - the history is the output clamped to 0..1 in fp16, with the identity's gradient;
 - the export (five inputs, engine op set) matches the torch net in ONNX Runtime;
+- runs side by side share one step count (--plan-file);
 - a short training on a generated sequence dataset runs (in fp32 and under bf16 autocast),
   scores and writes model and metrics; fp16 autocast off CUDA is refused with the reason.
 """
@@ -160,6 +161,30 @@ def test_training_runs_and_exports():
             raise AssertionError("--amp fp16 ran on the CPU")
         except SystemExit as e:
             assert "needs a CUDA device" in str(e), e
+
+
+def test_side_by_side_runs_share_one_step_count():
+    with tempfile.TemporaryDirectory() as root:
+        plan = os.path.join(root, "plan.txt")
+        assert temporal.shared_total(plan, 12300) == (12300, True)
+        # A second run that measured another speed still trains the first run's count.
+        assert temporal.shared_total(plan, 11800) == (12300, False)
+        # A time-budget run plans at step PLAN_AT and then follows the shared file.
+        with open(plan, "w") as f:
+            f.write("45\n")
+        log_dir = os.path.join(root, "d")
+        os.makedirs(log_dir)
+        rng = np.random.default_rng(1)
+        meta = {"render_size": [24, 16], "output_size": [48, 32],
+                "train": write_sequences(log_dir, "train", 1, 5, 24, 16, rng),
+                "val": write_sequences(log_dir, "val", 1, 5, 24, 16, rng)}
+        with open(os.path.join(log_dir, "dataset.json"), "w") as f:
+            json.dump(meta, f)
+        log = temporal.train(temporal.parse_args([
+            "--data", log_dir, "--out", os.path.join(root, "t.onnx"), "--arch", "tsr8", "--steps", "1000",
+            "--time-budget", "1000", "--plan-file", plan, "--batch", "1", "--patch", "8", "--unroll", "2",
+            "--warm-max", "1", "--warmup", "1", "--device", "cpu", "--eval-every", "1000", "--hold", "0"]))
+        assert log["steps"] == 45, log["steps"]
 
 
 if __name__ == "__main__":
