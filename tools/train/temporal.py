@@ -109,6 +109,44 @@ class TemporalNet(nets.CollapsibleNet):
         return F.pixel_shuffle(history + h, SCALE)
 
     @torch.no_grad()
+    def load_onnx(self, path: str):
+        """Starts from an exported model (`--init`): the expanded parameters are set so that
+        every collapsed conv is the file's (the first conv's weight divided by the input scales,
+        which the export multiplies in): W1 = [W minus the centre identity of a square conv; 0],
+        b1 = [b; 0], W2 = [I 0], b2 = 0. The net then computes exactly the file's model."""
+        model = onnx.load(path)
+        meta = {p.key: p.value for p in model.metadata_props}
+        if meta.get("upscale.arch") != self.arch:
+            raise SystemExit(f"--init {path}: its upscale.arch is {meta.get('upscale.arch')!r}, "
+                             f"this training's --arch is {self.arch!r}")
+        inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        scales = torch.tensor(input_scales(), dtype=torch.float64)
+        for i, first in enumerate(self.expand):
+            second = self.project[i]
+            names = (f"conv{i + 1}.weight", f"conv{i + 1}.bias")
+            if any(n not in inits for n in names):
+                raise SystemExit(f"--init {path}: no initializer {names[0]} (is it a temporal.py export?)")
+            w = torch.from_numpy(inits[names[0]].astype(np.float64))
+            b = torch.from_numpy(inits[names[1]].astype(np.float64))
+            cout, e = w.shape[0], first.weight.shape[0]
+            if tuple(w.shape[1:]) != tuple(first.weight.shape[1:]) or cout != second.weight.shape[0] or e < cout:
+                raise SystemExit(f"--init {path}: {names[0]} is {tuple(w.shape)}, not conv {i + 1} of {self.arch}")
+            if i == 0:
+                w = w / scales[None, :, None, None]
+            if w.shape[0] == w.shape[1]:
+                w = w - self.centre_identity(w)
+            w1 = torch.zeros(first.weight.shape, dtype=torch.float64)
+            w1[:cout] = w
+            b1 = torch.zeros(e, dtype=torch.float64)
+            b1[:cout] = b
+            w2 = torch.zeros(second.weight.shape, dtype=torch.float64)
+            w2[:, :cout, 0, 0] = torch.eye(cout, dtype=torch.float64)
+            first.weight.copy_(w1)
+            first.bias.copy_(b1)
+            second.weight.copy_(w2)
+            second.bias.zero_()
+
+    @torch.no_grad()
     def export_convs(self):
         convs = super().export_convs()
         w, b, d = convs[0]
@@ -421,6 +459,8 @@ def parse_args(argv=None):
     ap.add_argument("--plan-file", default="",
                     help="with --time-budget: runs trained side by side share one step count (the first "
                          "to plan writes it to this file, the others read it), so their seeds compare")
+    ap.add_argument("--init", default="",
+                    help="start from this exported model (same --arch) instead of a random net: a fine-tune")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--patch", type=int, default=64, help="low-resolution crop size")
     ap.add_argument("--unroll", type=int, default=6, help="frames per step with gradient")
@@ -500,7 +540,11 @@ def train(args) -> dict:
               f"after warm-up, {b['warmup']['psnr_y']:.3f} in it", flush=True)
     log["baselines"] = baselines
 
-    net = TemporalNet(args.arch).to(dev)
+    net = TemporalNet(args.arch)
+    if args.init:
+        net.load_onnx(args.init)
+        print(f"initialised from {args.init}", flush=True)
+    net = net.to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr)
     if args.amp == "fp16" and dev.type != "cuda":
         raise SystemExit(f"--amp fp16 needs a CUDA device (this run is on {dev}); use --amp bf16 or off")
@@ -527,6 +571,9 @@ def train(args) -> dict:
             onnx.save(to_onnx(net, {"scale": SCALE, "upscale.arch": args.arch}), args.snapshot)
         return e
 
+    if args.init:
+        score("init")  # where the fine-tune starts (the held-camera score included)
+        last_eval = time.time()
     while step < total:
         t_step = time.time()
         for g in opt.param_groups:

@@ -6,7 +6,7 @@
 - space-to-depth is DepthToSpace "CRD"'s inverse;
 - the history is the output clamped to 0..1 in fp16, with the identity's gradient;
 - the export (five inputs, engine op set) matches the torch net in ONNX Runtime;
-- runs side by side share one step count (--plan-file);
+- runs side by side share one step count (--plan-file); --init starts from an exported model;
 - a short training on a generated sequence dataset runs (in fp32 and under bf16 autocast),
   scores and writes model and metrics; fp16 autocast off CUDA is refused with the reason.
 """
@@ -161,6 +161,31 @@ def test_training_runs_and_exports():
             raise AssertionError("--amp fp16 ran on the CPU")
         except SystemExit as e:
             assert "needs a CUDA device" in str(e), e
+
+
+def test_init_starts_from_the_exported_model():
+    torch.manual_seed(3)
+    net = temporal.TemporalNet("tsr8").eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # away from the initialisation's zeros
+    with tempfile.TemporaryDirectory() as root:
+        path = os.path.join(root, "m.onnx")
+        import onnx
+        onnx.save(temporal.to_onnx(net, {"scale": 2, "upscale.arch": "tsr8"}), path)
+        other = temporal.TemporalNet("tsr8").eval()
+        other.load_onnx(path)
+        for (w, b, _), (w2, b2, _) in zip(net.export_convs(), other.export_convs()):
+            assert np.abs(w - w2).max() < 1e-6 and np.abs(b - b2).max() < 1e-6
+        inputs = [torch.rand(1, c, 6, 8) for _, c, _ in temporal.INPUTS[:4]] + [torch.rand(1, 2)]
+        with torch.no_grad():
+            diff = (net(*inputs) - other(*inputs)).abs().max().item()
+        assert diff < 1e-5, diff
+        try:
+            temporal.TemporalNet("tsr16").load_onnx(path)
+            raise AssertionError("a tsr8 file loaded into tsr16")
+        except SystemExit as e:
+            assert "upscale.arch" in str(e), e
 
 
 def test_side_by_side_runs_share_one_step_count():
