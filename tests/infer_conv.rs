@@ -284,3 +284,250 @@ fn conv_fuses_every_activation() {
         check(op, &ran.out, &want, CONV);
     }
 }
+
+// ---- Conv -> Conv chains (the fast path's one-dispatch pairs) --------------------------------
+
+/// One conv of a chain test: output channels, kernel, pads [top, left, bottom, right] and the
+/// activation after it (op type and attributes; None: none).
+struct ChainConv {
+    m: usize,
+    k: [usize; 2],
+    pads: [usize; 4],
+    act: Option<(&'static str, Vec<(&'static str, A)>)>,
+}
+
+/// Two convs in a row (the second reads only the first's activated output; `extra_reader`:
+/// an Add reads it too, so the pair must not chain) on a c × h × w input.
+fn chain_model(
+    c: usize,
+    [h, w]: [usize; 2],
+    convs: [ChainConv; 2],
+    extra_reader: bool,
+) -> (onnx_protobuf::ModelProto, Vec<f32>) {
+    let mut nodes = Vec::new();
+    let mut inits = Vec::new();
+    let mut input = "x".to_string();
+    let mut channels = c;
+    for (i, conv) in convs.into_iter().enumerate() {
+        let (wn, bn, cn) = (format!("w{i}"), format!("b{i}"), format!("c{i}"));
+        let wshape = [conv.m, channels, conv.k[0], conv.k[1]];
+        inits.push(floats(
+            &wn,
+            &wshape,
+            &random(wshape.iter().product(), 10 + i as u64, -0.4, 0.4),
+        ));
+        inits.push(floats(
+            &bn,
+            &[conv.m],
+            &random(conv.m, 20 + i as u64, -0.3, 0.3),
+        ));
+        let attrs = vec![
+            (
+                "kernel_shape",
+                A::Is(Box::leak(
+                    conv.k.map(|v| v as i64).to_vec().into_boxed_slice(),
+                )),
+            ),
+            ("pads", pads_attr(conv.pads)),
+        ];
+        let out = format!("y{i}");
+        let conv_out = if conv.act.is_some() {
+            cn.clone()
+        } else {
+            out.clone()
+        };
+        nodes.push(node(
+            "Conv",
+            &format!("conv{i}"),
+            &[input.as_str(), wn.as_str(), bn.as_str()],
+            &[conv_out.as_str()],
+            attrs,
+        ));
+        if let Some((op, a)) = conv.act {
+            nodes.push(node(
+                op,
+                &format!("act{i}"),
+                &[cn.as_str()],
+                &[out.as_str()],
+                a,
+            ));
+        }
+        input = out;
+        channels = conv.m;
+    }
+    let output = if extra_reader {
+        // y0 + y1 (the pair keeps the first conv's shape: 3x3 with pads 1 both times).
+        nodes.push(node("Add", "add", &["y0", "y1"], &["z"], vec![]));
+        "z"
+    } else {
+        "y1"
+    };
+    let m = model(nodes, &[("x", &[1, c, h, w])], inits, output);
+    (m, random(c * h * w, 30, -1.0, 1.0))
+}
+
+/// The fast plan's op labels and notes for `m` on this device in `precision`.
+fn fast_plan(
+    m: &onnx_protobuf::ModelProto,
+    shape: &[usize],
+    precision: upscale_demo::infer::Precision,
+) -> (Vec<String>, Vec<String>) {
+    use upscale_demo::infer::{Graph, Plan, PlanOptions};
+    let gpu = infer_support::gpu();
+    let graph = Graph::from_model(m, "<memory>").unwrap();
+    let options = PlanOptions::fast(&gpu.info, precision, false);
+    let plan = Plan::with_options(&graph, &[shape.to_vec()], &options).unwrap();
+    let labels = plan.ops.iter().map(|op| op.label().to_string()).collect();
+    (labels, plan.notes.clone())
+}
+
+#[test]
+fn conv_chains_run_as_one_dispatch_with_the_reference_bits() {
+    use upscale_demo::infer::Precision;
+    // (input channels, size, the two convs). Every pair fits lavapipe's 32 KB of shared memory
+    // in fp32 at some tile height (8 rows down to 1): the fast plan runs each as one dispatch,
+    // and `run` checks that its fp32 output has the reference plan's bits (fp16: within 1e-2).
+    let cases = vec![
+        // fast_x2's shape: 3x3 3->12 ReLU, 3x3 12->12; odd sizes (partial tiles).
+        (
+            3,
+            [21, 37],
+            [
+                ChainConv {
+                    m: 12,
+                    k: [3, 3],
+                    pads: [1, 1, 1, 1],
+                    act: Some(("Relu", vec![])),
+                },
+                ChainConv {
+                    m: 12,
+                    k: [3, 3],
+                    pads: [1, 1, 1, 1],
+                    act: None,
+                },
+            ],
+        ),
+        // 5x5 head, LeakyReLU; a 3x3 reader with asymmetric pads; odd channel counts.
+        (
+            4,
+            [9, 23],
+            [
+                ChainConv {
+                    m: 7,
+                    k: [5, 5],
+                    pads: [2, 2, 2, 2],
+                    act: Some(("LeakyRelu", vec![("alpha", A::F(0.1))])),
+                },
+                ChainConv {
+                    m: 5,
+                    k: [3, 3],
+                    pads: [1, 0, 0, 1],
+                    act: None,
+                },
+            ],
+        ),
+        // 1x1 head over 16 channels, an unpadded 3x3 reader (the output shrinks), two tiles
+        // across (width 70 > 64).
+        (
+            16,
+            [19, 70],
+            [
+                ChainConv {
+                    m: 16,
+                    k: [1, 1],
+                    pads: [0, 0, 0, 0],
+                    act: None,
+                },
+                ChainConv {
+                    m: 3,
+                    k: [3, 3],
+                    pads: [0, 0, 0, 0],
+                    act: Some(("Clip", vec![("min", A::F(-0.2)), ("max", A::F(0.5))])),
+                },
+            ],
+        ),
+        // Rectangular kernels: 3x1 then 1x3, a head that pads only rows, Sigmoid.
+        (
+            13,
+            [5, 9],
+            [
+                ChainConv {
+                    m: 7,
+                    k: [3, 1],
+                    pads: [1, 0, 1, 0],
+                    act: Some(("Sigmoid", vec![])),
+                },
+                ChainConv {
+                    m: 9,
+                    k: [1, 3],
+                    pads: [0, 1, 0, 1],
+                    act: None,
+                },
+            ],
+        ),
+    ];
+    for (c, size, convs) in cases {
+        let what = format!(
+            "{c} channels {size:?}, {}x{} -> {}x{}",
+            convs[0].k[0], convs[0].k[1], convs[1].k[0], convs[1].k[1]
+        );
+        let (m, x) = chain_model(c, size, convs, false);
+        let shape = [1, c, size[0], size[1]];
+        for precision in [Precision::Fp32, Precision::Fp16] {
+            let (labels, notes) = fast_plan(&m, &shape, precision);
+            assert_eq!(labels.len(), 1, "{what} {precision}: {labels:?}\n{notes:?}");
+            assert!(labels[0].contains("conv0+conv1"), "{what}: {labels:?}");
+            assert!(
+                notes
+                    .iter()
+                    .any(|n| n.contains("one dispatch for two convs")),
+                "{what}: {notes:?}"
+            );
+        }
+        // The reference plan (two dispatches) against both fast plans.
+        let ran = run(&m, &[(&shape, &x)]);
+        assert_eq!(ran.labels.len(), 2, "{what}: {:?}", ran.labels);
+    }
+}
+
+#[test]
+fn conv_pairs_that_cannot_chain_stay_two_dispatches_and_say_why() {
+    use upscale_demo::infer::Precision;
+    let three = || ChainConv {
+        m: 8,
+        k: [3, 3],
+        pads: [1, 1, 1, 1],
+        act: Some(("Relu", vec![])),
+    };
+    // The first conv's output is read by an Add too (the second conv's residual): it must
+    // be stored.
+    let (m, x) = chain_model(8, [6, 10], [three(), three()], true);
+    let shape = [1, 8, 6, 10];
+    let (labels, notes) = fast_plan(&m, &shape, Precision::Fp32);
+    assert_eq!(
+        labels,
+        ["Conv+Relu:conv0", "Conv+Relu+Add:conv1"],
+        "{notes:?}"
+    );
+    assert!(!notes.iter().any(|n| n.contains("chain")), "{notes:?}");
+    run(&m, &[(&shape, &x)]);
+    // 5x5 16->16 twice in fp32: the two tiles need more than lavapipe's 32 KB even one row
+    // high; the note says so and gives the bytes.
+    let five = || ChainConv {
+        m: 16,
+        k: [5, 5],
+        pads: [2, 2, 2, 2],
+        act: None,
+    };
+    let (m, x) = chain_model(16, [6, 10], [five(), five()], false);
+    let shape = [1, 16, 6, 10];
+    let (labels, notes) = fast_plan(&m, &shape, Precision::Fp32);
+    assert_eq!(labels.len(), 2, "{labels:?}\n{notes:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("not chained") && n.contains("bytes of shared memory")),
+        "{notes:?}"
+    );
+    run(&m, &[(&shape, &x)]);
+}

@@ -1,17 +1,22 @@
 #version 450
-// variants: FP16 IMAGE_IN IMAGE_OUT
-// Fused convolution, packed path: a 16 × 8 work group computes a 64 × 8 tile of output pixels
-// for one block of 16 output channels; each invocation keeps 4 pixels (16 apart, so the
-// stores of each pixel index are coalesced) × 16 channels of sums in registers. Input chunks
-// are staged in shared memory (fused_conv.glsl); one tap's 16 weights are four vec4 loads,
-// used for four pixels. Per output, the sums run over channels, then kernel rows, then
-// columns: the order of conv.comp, so fp32 results are the same bits.
+// variants: FP16 IMAGE_IN IMAGE_OUT CHAIN
+// Fused convolution, packed path: a 16 × TILE_H work group (8 rows, or fewer for a chain)
+// computes a 64 × TILE_H tile of output pixels for one block of 16 output channels; each
+// invocation keeps 4 pixels (16 apart, so the stores of each pixel index are coalesced) × 16
+// channels of sums in registers. Input chunks are staged in shared memory (fused_conv.glsl);
+// one tap's 16 weights are four vec4 loads, used for four pixels. Per output, the sums run
+// over channels, then kernel rows, then columns: the order of conv.comp, so fp32 results are
+// the same bits. CHAIN: the input tile is not loaded but computed by the same work group, as
+// the output of the conv before this one (fused_chain.glsl).
 #extension GL_EXT_control_flow_attributes : require
 // The invocations that stage the input tile (the work group).
-#define STAGE_THREADS 128u
+#define STAGE_THREADS (16u * TILE_H)
 #include "ops/fused_conv.glsl"
+#ifdef CHAIN
+#include "ops/fused_chain.glsl"
+#endif
 
-layout(local_size_x = 16, local_size_y = 8) in;
+layout(local_size_x = 16, local_size_y_id = 5) in;
 
 const uint PIXELS = 4u;
 
@@ -31,7 +36,12 @@ void main() {
     for (uint c0 = 0u; c0 < p.ic; c0 += CHUNK) {
         // The previous chunk's reads are done before the tile is overwritten.
         barrier();
+#ifdef CHAIN
+        // One pass: the planner gives a chain only where the head's output is one chunk.
+        chain_stage(gl_LocalInvocationIndex);
+#else
         stage_chunk(c0, gl_LocalInvocationIndex);
+#endif
         barrier();
         uint n = min(CHUNK, p.ic - c0);
         for (uint c = 0u; c < n; ++c) {

@@ -87,6 +87,14 @@ layout(push_constant) uniform Push {
     uint oc;
     float alpha, beta;
     float base_scale_h, base_scale_w;
+#ifdef CHAIN
+    // The chain's head conv (fused_chain.glsl): its input's size, padding and channels, its
+    // output channels and its activation's parameters.
+    uint a_in_h, a_in_w;
+    int a_pad_top, a_pad_left;
+    uint a_ic, a_oc;
+    float a_alpha, a_beta;
+#endif
 } p;
 
 // The input tile of one chunk: [row][column][channel], channels innermost, so a run of pixels'

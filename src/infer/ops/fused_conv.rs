@@ -175,6 +175,104 @@ pub fn tiling(
     }
 }
 
+/// The first conv of a conv → conv chain, run inside its reader's dispatch (the packed
+/// kernel's CHAIN variant, `shaders/ops/fused_chain.glsl`): its output tile is computed into
+/// the shared memory its reader stages from (halo recomputed), and never stored.
+pub struct Head {
+    pub geo: Geometry,
+    pub act: Activation,
+    /// Its input channels as staged (rounded up to a multiple of 4): the weights' stride.
+    pub chunk: usize,
+    /// Graph nodes it runs, for the plan's report.
+    pub nodes: Vec<String>,
+    weights: Vec<f32>,
+    bias: Vec<f32>,
+    gpu: Option<ConvGpu>,
+}
+
+impl Head {
+    /// The head conv of this geometry, activation and ONNX-layout weights.
+    pub fn new(
+        geo: Geometry,
+        act: Activation,
+        weights: &[f32],
+        bias: Vec<f32>,
+        nodes: Vec<String>,
+    ) -> Self {
+        let chunk = chain_head_chunk(geo.in_c);
+        Head {
+            weights: pack_weights(&geo, chunk, geo.kernel[1], weights),
+            geo,
+            act,
+            chunk,
+            nodes,
+            bias,
+            gpu: None,
+        }
+    }
+}
+
+fn chain_head_chunk(in_c: usize) -> usize {
+    in_c.div_ceil(4) * 4
+}
+
+/// Why a conv → conv pair cannot run as one chain dispatch (the plan's note), or its tiling:
+/// the reader's tile with the head's output staged whole (one chunk of `head.out_c` rounded
+/// up to a multiple of 4), the tallest of 8, 4, 2 and 1 rows whose two shared tiles (the
+/// reader's and the head's input region) fit `max_shared` bytes.
+pub fn chain_tiling(
+    head: &Geometry,
+    reader: &Geometry,
+    precision: Precision,
+    max_shared: usize,
+) -> std::result::Result<Tiling, String> {
+    if head.in_c > 16 || head.out_c > OC_TILE {
+        return Err(format!(
+            "the head has {} input and {} output channels (a chain takes at most 16 of each)",
+            head.in_c, head.out_c
+        ));
+    }
+    if reader.in_c != head.out_c {
+        return Err("the reader's input is not the head's output".into());
+    }
+    let chunk = head.out_c.div_ceil(4) * 4;
+    let tilings = [8, 4, 2, 1].map(|tile_h| Tiling {
+        tile_w: PACKED_TILE[0],
+        tile_h,
+        chunk,
+        icp: chunk,
+        pad: 0,
+        subgroups: 0,
+        tap_group: 1,
+    });
+    let bytes = |t: &Tiling| chain_shared_bytes(t, head, reader, precision);
+    tilings
+        .iter()
+        .find(|t| bytes(t) <= max_shared)
+        .copied()
+        .ok_or_else(|| {
+            format!(
+                "its two tiles need {} bytes of shared memory at the shortest tile (the device has {max_shared})",
+                bytes(&tilings[3])
+            )
+        })
+}
+
+/// Shared memory of a chain's dispatch: the reader's staged tile and the head's input region.
+pub fn chain_shared_bytes(
+    t: &Tiling,
+    head: &Geometry,
+    reader: &Geometry,
+    precision: Precision,
+) -> usize {
+    let rows = t.tile_h + reader.kernel[0] - 1;
+    let cols = t.tile_w + reader.kernel[1] - 1;
+    let size = precision.size() as usize;
+    let head_rows = rows + head.kernel[0] - 1;
+    let head_cols = cols + head.kernel[1] - 1;
+    (rows * cols * t.chunk + head_rows * head_cols * chain_head_chunk(head.in_c)) * size
+}
+
 /// ONNX weights `[M][C][kH][kW]` → `[oc block][tap][input channel padded to icp][16]`, the taps
 /// over kH × `kw_stage` (the width rounded up to the tiling's tap group), zeros in the padding: for a tap and a run of channels, a row-major K × 16 matrix (the coopmat
 /// path's B) and, per channel, four vec4s of 16 output channels (the packed path's loads).
@@ -248,6 +346,21 @@ struct Push {
     base_scale_w: f32,
 }
 
+/// The chain variant's push constants: `Push` and the head's (fused_conv.glsl, `CHAIN`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
+struct ChainPush {
+    base: Push,
+    a_in_h: u32,
+    a_in_w: u32,
+    a_pad_top: i32,
+    a_pad_left: i32,
+    a_ic: u32,
+    a_oc: u32,
+    a_alpha: f32,
+    a_beta: f32,
+}
+
 pub struct FusedConv {
     label: String,
     io: Io,
@@ -261,6 +374,9 @@ pub struct FusedConv {
     /// Which of its input, residual and output tensors are in channel blocks (the plan's
     /// `Layout::Blocked`).
     blocked: [bool; 3],
+    /// The conv before this one, run in this dispatch (a chain); the op's input is then the
+    /// head's (`fusion.image_in`: the head reads the scene image).
+    head: Option<Head>,
     gpu: Option<ConvGpu>,
 }
 
@@ -306,8 +422,28 @@ impl FusedConv {
             tiling,
             bias,
             blocked: [false; 3],
+            head: None,
             gpu: None,
         }
+    }
+
+    /// This conv with `head` run before it in the same dispatch (a chain): the op's `x` (see
+    /// `new`) must then be the head's input, and the tiling a `chain_tiling`.
+    pub fn with_head(mut self, head: Head) -> Self {
+        assert!(
+            self.kernel == Kernel::Packed && self.fusion.input_add.is_none(),
+            "a chain runs on the packed kernel, without an input Add"
+        );
+        assert!(
+            self.geo.in_c <= self.tiling.chunk,
+            "a chain's reader stages the head's output in one chunk"
+        );
+        self.head = Some(head);
+        self
+    }
+
+    pub fn head(&self) -> Option<&Head> {
+        self.head.as_ref()
     }
 
     pub fn kernel(&self) -> Kernel {
@@ -384,13 +520,40 @@ impl FusedConv {
         }
         // IN_ADD is constant 23 in both kernels.
         spec.push(self.fusion.input_add.is_some() as u32);
+        if let Some(h) = &self.head {
+            // fused_chain.glsl's 24..=27.
+            spec.extend(
+                [
+                    h.geo.kernel[0],
+                    h.geo.kernel[1],
+                    h.act.kind as usize,
+                    h.chunk,
+                ]
+                .map(|v| v as u32),
+            );
+        }
         spec
+    }
+
+    fn chain_push(&self, h: &Head) -> ChainPush {
+        ChainPush {
+            base: self.push(),
+            a_in_h: h.geo.in_h as u32,
+            a_in_w: h.geo.in_w as u32,
+            a_pad_top: h.geo.pad[0] as i32,
+            a_pad_left: h.geo.pad[1] as i32,
+            a_ic: h.geo.in_c as u32,
+            a_oc: h.geo.out_c as u32,
+            a_alpha: h.act.alpha,
+            a_beta: h.act.beta,
+        }
     }
 
     fn desc(&self, precision: Precision) -> PipelineDesc {
         let image_in = self.fusion.image_in;
         let image_out = self.fusion.tail.is_some();
         let spirv: &'static [u8] = match (self.kernel, precision, image_in, image_out) {
+            _ if self.head.is_some() => chain_spirv(precision, image_in, image_out),
             (Kernel::CoopMat(_), _, false, false) => shader!("ops/fused_conv_coopmat.comp"),
             (Kernel::CoopMat(_), _, true, false) => {
                 shader!("ops/fused_conv_coopmat.comp", "image_in")
@@ -437,16 +600,30 @@ impl FusedConv {
         } else {
             bindings.push(storage);
         }
+        if self.head.is_some() {
+            if !image_out {
+                // Binding 5 (the base image with a tail) is unused: a stand-in buffer.
+                bindings.push(storage);
+            }
+            // The head's weights and bias.
+            bindings.extend([storage, storage]);
+        }
+        let push_size = if self.head.is_some() {
+            std::mem::size_of::<ChainPush>()
+        } else {
+            std::mem::size_of::<Push>()
+        } as u32;
         PipelineDesc {
             name: format!(
-                "ops/fused_conv {} {precision} in:{} out:{}",
+                "ops/fused_conv{} {} {precision} in:{} out:{}",
+                if self.head.is_some() { " chain" } else { "" },
                 self.kernel.name(),
                 if image_in { "image" } else { "tensor" },
                 if image_out { "image" } else { "tensor" },
             ),
             spirv,
             bindings,
-            push_size: std::mem::size_of::<Push>() as u32,
+            push_size,
             spec: self.spec(),
             full_subgroups: match self.kernel {
                 Kernel::CoopMat(cm) => Some(cm.subgroup as u32),
@@ -466,7 +643,7 @@ impl Op for FusedConv {
     }
 
     fn nodes(&self) -> usize {
-        self.fusion.nodes.len()
+        self.fusion.nodes.len() + self.head.as_ref().map_or(0, |h| h.nodes.len())
     }
 
     fn conv_kernel(&self) -> Option<&'static str> {
@@ -516,9 +693,21 @@ impl Op for FusedConv {
             }
             None => bytes_of(self.io.outputs[0]),
         };
+        // A chain: its head's FLOPs too (not the recomputed halo), its input in place of
+        // the intermediate tensor (counted above as the op's input), and its weights.
+        let (head_flops, head_params) = self.head.as_ref().map_or((0, 0), |h| {
+            (
+                h.geo.flops(),
+                (h.weights.len() + h.bias.len()) as u64 * elem,
+            )
+        });
+        let input = match &self.head {
+            Some(h) if self.fusion.image_in => (h.geo.in_h * h.geo.in_w) as u64 * 4,
+            _ => input,
+        };
         Cost {
-            flops: g.flops(),
-            bytes: input + residual + params + output,
+            flops: g.flops() + head_flops,
+            bytes: input + residual + params + head_params + output,
         }
     }
 
@@ -533,6 +722,12 @@ impl Op for FusedConv {
             &self.bias,
             precision,
         )?);
+        if let Some(h) = &mut self.head {
+            let label = format!("{} head", self.label);
+            h.gpu = Some(ConvGpu::upload(
+                gpu, pipe, &label, &h.weights, &h.bias, precision,
+            )?);
+        }
         Ok(())
     }
 
@@ -569,12 +764,44 @@ impl Op for FusedConv {
             g.out_h.div_ceil(self.tiling.tile_h) as u32,
             g.out_c.div_ceil(OC_TILE) as u32,
         ];
-        rec.dispatch_with(gpu.pipe, &bindings, &self.push(), groups);
+        match &self.head {
+            Some(h) => {
+                let hg = h.gpu.as_ref().expect("prepared");
+                if f.tail.is_none() {
+                    bindings.push(Binding::StorageBuffer(gpu.weights.raw));
+                }
+                bindings.push(Binding::StorageBuffer(hg.weights.raw));
+                bindings.push(Binding::StorageBuffer(hg.bias.raw));
+                rec.dispatch_with(gpu.pipe, &bindings, &self.chain_push(h), groups);
+            }
+            None => rec.dispatch_with(gpu.pipe, &bindings, &self.push(), groups),
+        }
     }
 
     fn destroy(self: Box<Self>, gpu: &Gpu) {
         if let Some(g) = self.gpu {
             g.destroy(gpu);
+        }
+        if let Some(g) = self.head.and_then(|h| h.gpu) {
+            g.destroy(gpu);
+        }
+    }
+}
+
+/// The packed kernel's chain variant (fused_conv.comp built with CHAIN).
+fn chain_spirv(precision: Precision, image_in: bool, image_out: bool) -> &'static [u8] {
+    match (precision, image_in, image_out) {
+        (Precision::Fp32, false, false) => shader!("ops/fused_conv.comp", "chain"),
+        (Precision::Fp32, true, false) => shader!("ops/fused_conv.comp", "image_in.chain"),
+        (Precision::Fp32, false, true) => shader!("ops/fused_conv.comp", "image_out.chain"),
+        (Precision::Fp32, true, true) => {
+            shader!("ops/fused_conv.comp", "image_in.image_out.chain")
+        }
+        (Precision::Fp16, false, false) => shader!("ops/fused_conv.comp", "fp16.chain"),
+        (Precision::Fp16, true, false) => shader!("ops/fused_conv.comp", "fp16.image_in.chain"),
+        (Precision::Fp16, false, true) => shader!("ops/fused_conv.comp", "fp16.image_out.chain"),
+        (Precision::Fp16, true, true) => {
+            shader!("ops/fused_conv.comp", "fp16.image_in.image_out.chain")
         }
     }
 }
@@ -642,6 +869,48 @@ mod tests {
             false,
         );
         assert_eq!(t.unwrap().tile_h, 2);
+    }
+
+    #[test]
+    fn chain_tiling_takes_the_tallest_tile_whose_two_tiles_fit() {
+        let geo = |in_c, out_c, k: usize| Geometry {
+            in_c,
+            in_h: 8,
+            in_w: 8,
+            out_c,
+            out_h: 8,
+            out_w: 8,
+            kernel: [k, k],
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad: [k / 2, k / 2],
+            groups: 1,
+        };
+        let (head, reader) = (geo(3, 12, 3), geo(12, 12, 3));
+        // fast_x2 in fp32 within 32 KB: 4 rows, (6 x 66 x 12 + 8 x 68 x 4) x 4 bytes.
+        let t = chain_tiling(&head, &reader, Precision::Fp32, 32768).unwrap();
+        assert_eq!((t.tile_w, t.tile_h, t.chunk, t.icp), (64, 4, 12, 12));
+        assert_eq!(
+            chain_shared_bytes(&t, &head, &reader, Precision::Fp32),
+            27712
+        );
+        // In fp16 8 rows fit: (10 x 66 x 12 + 12 x 68 x 4) x 2 bytes.
+        let t = chain_tiling(&head, &reader, Precision::Fp16, 32768).unwrap();
+        assert_eq!(t.tile_h, 8);
+        assert_eq!(
+            chain_shared_bytes(&t, &head, &reader, Precision::Fp16),
+            22368
+        );
+        // Two 16-channel 3x3 convs in fp32: 2 rows in 48 KB (43,008 bytes; 4 rows need
+        // 60,160); none in 32 KB, where even one row needs 34,432.
+        let (a, b) = (geo(16, 16, 3), geo(16, 16, 3));
+        let t = chain_tiling(&a, &b, Precision::Fp32, 49152).unwrap();
+        assert_eq!(t.tile_h, 2);
+        let why = chain_tiling(&a, &b, Precision::Fp32, 32768).unwrap_err();
+        assert!(why.contains("34432 bytes"), "{why}");
+        // A head over more than 16 channels, or a reader of something else: refused.
+        assert!(chain_tiling(&geo(20, 16, 3), &b, Precision::Fp16, 49152).is_err());
+        assert!(chain_tiling(&a, &geo(12, 16, 3), Precision::Fp16, 49152).is_err());
     }
 
     #[test]

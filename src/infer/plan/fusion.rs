@@ -14,11 +14,24 @@ use super::Builder;
 use crate::infer::error::Result;
 use crate::infer::graph::Graph;
 use crate::infer::ops::conv::{Geometry, Parts};
-use crate::infer::ops::fused_conv::{self, Base, FusedConv, Fusion, Kernel, Tail, Tiling};
+use crate::infer::ops::fused_conv::{self, Base, FusedConv, Fusion, Head, Kernel, Tail, Tiling};
 use crate::infer::ops::resize::Resize;
 use crate::infer::ops::unary::Activation;
 use crate::infer::ops::{self, depth_to_space, Arg, Built, TensorId};
 use crate::infer::precision::Precision;
+
+/// A fused conv just placed whose output only the conv `reader` reads: that conv may run it
+/// as its chain head, in its own dispatch (`Head`), instead of reading the stored tensor.
+pub(super) struct ChainCandidate {
+    /// Its index in the plan's ops (the last one placed when the reader is built).
+    op: usize,
+    output: TensorId,
+    input: TensorId,
+    image_in: bool,
+    reader: usize,
+    label: String,
+    head: Head,
+}
 
 fn is(node: &NodeProto, op_type: &str) -> bool {
     node.op_type == op_type && node.domain.is_empty()
@@ -182,6 +195,42 @@ impl<'g> Builder<'g> {
             fusion.input_add = Some(id);
             types.insert(0, "Add".into());
         }
+        // A chain: the conv placed just before computes this one's input, which nothing else
+        // reads; it then runs in this dispatch.
+        let mut x = parts.x;
+        let chain = match self.chain_head.take() {
+            Some(c) if c.reader == i && c.output == parts.x && c.op + 1 == self.ops.len() => {
+                let why = if fusion.input_add.is_some() {
+                    Err("this conv adds a residual to its input as it stages it".to_string())
+                } else if kernel != Kernel::Packed {
+                    Err("the matrix-unit kernel has no chain variant (each conv stays its own dispatch)".to_string())
+                } else {
+                    fused_conv::chain_tiling(
+                        &c.head.geo,
+                        &g,
+                        self.options.precision,
+                        self.options.max_shared_memory,
+                    )
+                };
+                match why {
+                    Ok(t) => Some((c, t)),
+                    Err(why) => {
+                        self.notes
+                            .push(format!("{} -> {name}: not chained: {why}", c.label));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        if let Some((c, t)) = &chain {
+            // The head's op is not run on its own: this one computes its output in shared
+            // memory. Its output tensor is then written and read by no op (no buffer).
+            self.ops.pop();
+            fusion.image_in = c.image_in;
+            x = c.input;
+            tiling = *t;
+        }
         let mut last = node;
         let mut absorbed = Vec::new();
         let act = act_fusion.as_ref().map_or(Activation::NONE, |(n, f)| {
@@ -222,9 +271,12 @@ impl<'g> Builder<'g> {
                 absorbed.extend(nodes);
                 last = &graph.nodes[end];
                 out_shape = vec![1, 3, g.out_h * tail.block, g.out_w * tail.block];
-                // The tail's tiling (it needs no more shared memory than the one that fit).
-                if let Some(t) = self.kernel_for(&g, true) {
-                    (kernel, tiling) = t;
+                // The tail's tiling (it needs no more shared memory than the one that fit),
+                // unless a chain's tiling was chosen for both tiles.
+                if chain.is_none() {
+                    if let Some(t) = self.kernel_for(&g, true) {
+                        (kernel, tiling) = t;
+                    }
                 }
             }
         }
@@ -234,23 +286,69 @@ impl<'g> Builder<'g> {
         }
         fusion.nodes = types.clone();
         let outputs = self.new_outputs(last);
-        let label = format!(
-            "{}:{}",
-            types.join("+"),
-            name.split_once(':').map_or("", |s| s.1)
-        );
-        let op = FusedConv::new(
-            label,
-            parts.x,
-            outputs,
+        let short = name.split_once(':').map_or("", |s| s.1);
+        let label = match &chain {
+            Some((c, _)) => {
+                let (head_types, head_name) = c.label.split_once(':').unwrap_or((&c.label, ""));
+                format!("{head_types}+{}:{head_name}+{short}", types.join("+"))
+            }
+            None => format!("{}:{short}", types.join("+")),
+        };
+        // This conv as a chain head for its reader: a plain conv (+ activation) on the packed
+        // kernel whose output one conv reads, as its input, and nothing else.
+        let candidate = (fusion.residual.is_none()
+            && fusion.input_add.is_none()
+            && fusion.tail.is_none()
+            && chain.is_none()
+            && kernel == Kernel::Packed)
+            .then(|| self.sole_consumer(last))
+            .flatten()
+            .filter(|&r| {
+                let reader = &graph.nodes[r];
+                is(reader, "Conv")
+                    && reader.input.first() == Some(&last.output[0])
+                    && !reader.input[1..].contains(&last.output[0])
+                    && !graph.outputs.contains(&last.output[0])
+            });
+        let head = candidate.map(|_| {
+            Head::new(
+                g.clone(),
+                act,
+                parts.weights,
+                parts.bias.clone(),
+                types.clone(),
+            )
+        });
+        let mut op = FusedConv::new(
+            label.clone(),
+            x,
+            outputs.clone(),
             g,
             act,
             parts.weights,
             parts.bias,
-            fusion,
+            fusion.clone(),
             kernel,
             tiling,
         );
+        if let Some((c, t)) = chain {
+            self.notes.push(format!(
+                "{label}: one dispatch for two convs (a chain): the first's {}-channel output stays in shared memory, {}x{} tiles, halo recomputed",
+                c.head.geo.out_c, t.tile_w, t.tile_h
+            ));
+            op = op.with_head(c.head);
+        }
+        if let (Some(reader), Some(head)) = (candidate, head) {
+            self.chain_head = Some(ChainCandidate {
+                op: index,
+                output: outputs[0],
+                input: x,
+                image_in: fusion.image_in,
+                reader,
+                label,
+                head,
+            });
+        }
         Ok(Some(Built {
             op: Box::new(op),
             shapes: vec![out_shape],

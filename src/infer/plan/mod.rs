@@ -334,6 +334,9 @@ struct Builder<'g> {
     /// Adds left to the conv that reads them (fusion.rs): the Add's output name → (the Add
     /// node, its operand the writer conv computes, its other operand).
     input_adds: HashMap<String, (usize, String, String)>,
+    /// The fused conv just placed, when its output's only reader is a conv: that reader may
+    /// run it as its chain head (fusion.rs).
+    chain_head: Option<fusion::ChainCandidate>,
     notes: Vec<String>,
     tensors: Vec<TensorInfo>,
     ids: HashMap<String, TensorId>,
@@ -363,6 +366,7 @@ impl<'g> Builder<'g> {
             deferred,
             done: HashSet::new(),
             input_adds: HashMap::new(),
+            chain_head: None,
             notes: Vec::new(),
             tensors: Vec::new(),
             ids: HashMap::new(),
@@ -683,6 +687,13 @@ impl<'g> Builder<'g> {
         }
         if output_in_frame {
             outputs.iter().for_each(|&o| sizes[o] = 0);
+        }
+        // Tensors no op reads or writes (a chain's intermediate, which stays in shared
+        // memory) need no buffer either.
+        for (t, size) in sizes.iter_mut().enumerate() {
+            if def[t] == 0 && last[t] == 0 && !self.inputs.contains(&t) {
+                *size = 0;
+            }
         }
         let (slot_of, slot_bytes) = assign_buffers(&sizes, &def, &last);
         let io = |ids: &[TensorId]| -> Vec<usize> {
