@@ -575,7 +575,7 @@ fn the_first_frames_after_a_reset_or_a_switch_equal_a_fresh_starts() {
 /// frame and of the 64th of a held camera (scripted frame 30 drawn again and again: motion
 /// vectors zero, the jitter sequence going on, as when the player stands still), through
 /// `pattern`.
-fn held_camera(pattern: Pattern) -> (f64, f64) {
+fn held_camera(pattern: Pattern, frames: usize) -> (f64, f64) {
     use upscale_demo::app::headless::Runner;
     use upscale_demo::game::camera;
     const FRAME: u64 = 30;
@@ -587,30 +587,37 @@ fn held_camera(pattern: Pattern) -> (f64, f64) {
     };
     let mut r = Runner::new(&config, pattern).unwrap();
     let first = metrics::psnr_y(&capture(&mut r, FRAME), &native);
-    for _ in 0..62 {
+    for _ in 0..frames - 2 {
         r.frame(FRAME, false).unwrap();
     }
     let held = metrics::psnr_y(&capture(&mut r, FRAME), &native);
     assert_eq!(r.session.gpu.validation_errors(), 0, "see the log");
-    println!("{pattern}: PSNR-Y {first:.2} dB on the first frame, {held:.2} after 64 held frames");
+    println!(
+        "{pattern}: PSNR-Y {first:.2} dB on the first frame, {held:.2} after {frames} held frames"
+    );
     (first, held)
 }
 
-/// A held camera must settle: after 64 frames the picture is no further from the native render
-/// than the first frame was (`taau` converges toward it: tests/taau.rs). The first
-/// `temporal_x2` (trained on walks only, with at most 14 frames of recurrence) failed it: a
-/// correction that a still history never refreshes built up into a pattern that ate the picture
-/// (lavapipe, cpu-roundtrip, 160x90 -> 320x180: 25.0 dB on the first frame, 11.2 after 64).
-/// The shipped model, fine-tuned with held cameras after 32 warm frames (models/README.md),
-/// gives 25.03 -> 25.77 dB here through cpu-roundtrip; in-stream runs it too (its own engine,
-/// the config's precision).
+/// A held camera must settle: after 300 frames the picture is no further from the native
+/// render than the first frame was (`taau` converges toward it: tests/taau.rs). The shipped
+/// `temporal_x2` fails it: trained on walks only, with at most 14 frames of recurrence, it adds
+/// a correction that a still history never refreshes, and the correction builds up into a
+/// pattern that eats the picture (lavapipe, cpu-roundtrip, 160x90 -> 320x180: 25.0 dB on the
+/// first frame, 11.2 after 64). A fine-tune with held cameras of 38 frames (models/README.md,
+/// not shipped) only slowed it down: 25.77 dB after 64 frames, 17.86 after 300. Moving cameras
+/// hide it: the walks refresh the history.
+/// Five seconds at 60 frames per second: a model that only slows its drift down still fails.
+const HELD_FRAMES: usize = 300;
+
 #[test]
+#[ignore = "the shipped temporal_x2 diverges on a held camera (issue 20: retrain with held \
+            cameras and longer recurrence, then run this with --ignored)"]
 fn the_temporal_model_settles_on_a_held_camera() {
     for pattern in [Pattern::CpuRoundtrip, Pattern::InStream] {
-        let (first, held) = held_camera(pattern);
+        let (first, held) = held_camera(pattern, HELD_FRAMES);
         assert!(
             held >= first,
-            "{pattern}: {held:.2} dB after 64 held frames, {first:.2} on the first"
+            "{pattern}: {held:.2} dB after {HELD_FRAMES} held frames, {first:.2} on the first"
         );
     }
 }
