@@ -199,7 +199,7 @@ impl Head {
         bias: Vec<f32>,
         nodes: Vec<String>,
     ) -> Self {
-        let chunk = chain_head_chunk(geo.in_c);
+        let chunk = chain_chunk(geo.in_c);
         Head {
             weights: pack_weights(&geo, chunk, geo.kernel[1], weights),
             geo,
@@ -212,8 +212,10 @@ impl Head {
     }
 }
 
-fn chain_head_chunk(in_c: usize) -> usize {
-    in_c.div_ceil(4) * 4
+/// Channels as a chain stages them (the head's input, its output): rounded up to a multiple of
+/// 4, the vec4 loads' width.
+fn chain_chunk(channels: usize) -> usize {
+    channels.div_ceil(4) * 4
 }
 
 /// Why a conv → conv pair cannot run as one chain dispatch (the plan's note), or its tiling:
@@ -235,7 +237,7 @@ pub fn chain_tiling(
     if reader.in_c != head.out_c {
         return Err("the reader's input is not the head's output".into());
     }
-    let chunk = head.out_c.div_ceil(4) * 4;
+    let chunk = chain_chunk(head.out_c);
     let tilings = [8, 4, 2, 1].map(|tile_h| Tiling {
         tile_w: PACKED_TILE[0],
         tile_h,
@@ -270,7 +272,7 @@ pub fn chain_shared_bytes(
     let size = precision.size() as usize;
     let head_rows = rows + head.kernel[0] - 1;
     let head_cols = cols + head.kernel[1] - 1;
-    (rows * cols * t.chunk + head_rows * head_cols * chain_head_chunk(head.in_c)) * size
+    (rows * cols * t.chunk + head_rows * head_cols * chain_chunk(head.in_c)) * size
 }
 
 /// ONNX weights `[M][C][kH][kW]` → `[oc block][tap][input channel padded to icp][16]`, the taps
@@ -440,10 +442,6 @@ impl FusedConv {
         );
         self.head = Some(head);
         self
-    }
-
-    pub fn head(&self) -> Option<&Head> {
-        self.head.as_ref()
     }
 
     pub fn kernel(&self) -> Kernel {
@@ -745,19 +743,50 @@ impl Op for FusedConv {
             .residual
             .or(f.input_add)
             .map_or(gpu.weights.raw, |r| rec.tensor(r));
-        let mut bindings = vec![
+        let weights = Binding::StorageBuffer(gpu.weights.raw);
+        // Bindings 4 and 5: the output image and the base (a tail), or the output tensor and,
+        // where a chain needs binding 5 to exist, a stand-in.
+        let (out, base) = match f.tail {
+            Some(_) => {
+                let frame = rec.frame();
+                (
+                    Binding::StorageImage(frame.output),
+                    Binding::SampledImage(frame.input, frame.sampler),
+                )
+            }
+            None => (
+                Binding::StorageBuffer(rec.tensor(self.io.outputs[0])),
+                weights,
+            ),
+        };
+        // Bindings 6 and 7: a chain head's weights and bias.
+        let head = self
+            .head
+            .as_ref()
+            .map(|h| h.gpu.as_ref().expect("prepared"));
+        let (head_w, head_b) = head.map_or((weights, weights), |hg| {
+            (
+                Binding::StorageBuffer(hg.weights.raw),
+                Binding::StorageBuffer(hg.bias.raw),
+            )
+        });
+        // A fixed-size list (nothing allocated per frame), cut to what the pipeline declares.
+        let all = [
             input,
-            Binding::StorageBuffer(gpu.weights.raw),
+            weights,
             Binding::StorageBuffer(gpu.bias.raw),
             Binding::StorageBuffer(residual),
+            out,
+            base,
+            head_w,
+            head_b,
         ];
-        if f.tail.is_some() {
-            let frame = rec.frame();
-            bindings.push(Binding::StorageImage(frame.output));
-            bindings.push(Binding::SampledImage(frame.input, frame.sampler));
-        } else {
-            bindings.push(Binding::StorageBuffer(rec.tensor(self.io.outputs[0])));
-        }
+        let count = match (&self.head, f.tail) {
+            (Some(_), _) => 8,
+            (None, Some(_)) => 6,
+            (None, None) => 5,
+        };
+        let bindings = &all[..count];
         let g = &self.geo;
         let groups = [
             g.out_w.div_ceil(self.tiling.tile_w) as u32,
@@ -765,16 +794,8 @@ impl Op for FusedConv {
             g.out_c.div_ceil(OC_TILE) as u32,
         ];
         match &self.head {
-            Some(h) => {
-                let hg = h.gpu.as_ref().expect("prepared");
-                if f.tail.is_none() {
-                    bindings.push(Binding::StorageBuffer(gpu.weights.raw));
-                }
-                bindings.push(Binding::StorageBuffer(hg.weights.raw));
-                bindings.push(Binding::StorageBuffer(hg.bias.raw));
-                rec.dispatch_with(gpu.pipe, &bindings, &self.chain_push(h), groups);
-            }
-            None => rec.dispatch_with(gpu.pipe, &bindings, &self.push(), groups),
+            Some(h) => rec.dispatch_with(gpu.pipe, bindings, &self.chain_push(h), groups),
+            None => rec.dispatch_with(gpu.pipe, bindings, &self.push(), groups),
         }
     }
 

@@ -319,6 +319,7 @@ impl<'g> Builder<'g> {
                 types.clone(),
             )
         });
+        let image_in = fusion.image_in;
         let mut op = FusedConv::new(
             label.clone(),
             x,
@@ -327,7 +328,7 @@ impl<'g> Builder<'g> {
             act,
             parts.weights,
             parts.bias,
-            fusion.clone(),
+            fusion,
             kernel,
             tiling,
         );
@@ -343,7 +344,7 @@ impl<'g> Builder<'g> {
                 op: index,
                 output: outputs[0],
                 input: x,
-                image_in: fusion.image_in,
+                image_in,
                 reader,
                 label,
                 head,
