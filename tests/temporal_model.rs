@@ -276,7 +276,15 @@ fn in_stream_and_cpu_roundtrip_run_it_as_its_definition_says_on_a_rendered_seque
         })
         .collect();
 
-    // The same sequence through the host-side definition and ONNX Runtime.
+    // The same sequence through the host-side definition and ONNX Runtime, fed the history
+    // the model's metadata asks for.
+    let graph = Graph::load(&temporal_model()).unwrap();
+    let clamp = graph
+        .metadata
+        .get(model::HISTORY_CLAMP_KEY)
+        .map(String::as_str);
+    let kind = temporal_inputs::History::from_clamp(model::history_clamp(clamp).unwrap());
+    println!("temporal_x2 takes the history {kind:?}");
     let mut source = FrameSource::temporal(&config, args.supersample).unwrap();
     let seq = sequences::sequences(source.world(), args.seed, 1, SEQUENCE_FRAMES).remove(0);
     source.start_sequence();
@@ -296,7 +304,7 @@ fn in_stream_and_cpu_roundtrip_run_it_as_its_definition_says_on_a_rendered_seque
             motion: &motion,
             jitter: jitter.into(),
         };
-        let inputs = temporal_inputs::inputs(&host, previous.as_deref());
+        let inputs = temporal_inputs::inputs(&host, previous.as_deref(), kind);
         let out = model::run_graph(&temporal_model(), &inputs)
             .unwrap()
             .remove(0);
@@ -384,6 +392,35 @@ fn the_engine_runs_a_temporal_model_between_its_concatenation_and_its_correction
     let convs = labels.iter().filter(|l| l.contains("Conv")).count();
     assert_eq!((convs, labels.len()), (8, 9), "{labels:?}");
     assert!(labels.contains(&"Add:long_skip"), "{labels:?}");
+}
+
+#[test]
+fn the_plan_feeds_the_history_the_model_asks_for_and_refuses_one_it_does_not_know() {
+    use temporal_inputs::History;
+    let plan = |value: Option<&str>| {
+        let mut graph = tiny_temporal("CRD");
+        if let Some(v) = value {
+            graph
+                .metadata
+                .insert(model::HISTORY_CLAMP_KEY.into(), v.into());
+        }
+        upscale_demo::infer::plan_temporal(graph, 7, 5, &PlanOptions::reference())
+    };
+    assert_eq!(plan(None).unwrap().history, Some(History::Warped));
+    assert_eq!(
+        plan(Some(model::HISTORY_CLAMP_COLOR_3X3)).unwrap().history,
+        Some(History::Clamped)
+    );
+    let Err(e) = plan(Some("ycocg_5x5")) else {
+        panic!("an unknown history was planned");
+    };
+    let why = e.to_string();
+    assert!(
+        why.contains("tiny_temporal")
+            && why.contains("upscale.history_clamp")
+            && why.contains("ycocg_5x5"),
+        "{why}"
+    );
 }
 
 #[test]

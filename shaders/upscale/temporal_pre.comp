@@ -17,10 +17,14 @@
 //   history[o] = bilinear(previous output, q)  clamp to edge, fp32 weights from four fetches
 // The previous output is the model's output clamped to 0..1 in fp16 (`temporal_post.comp` keeps
 // it beside the 8-bit image: a float history carries no 8-bit rounding on to the next frame).
+// With CLAMP_HISTORY (a model whose metadata says upscale.history_clamp = color_3x3) the warped
+// history is clamped per colour channel to the min and max of this frame's colour over the
+// 3x3 render pixels around this one (clamped to the edge), in fp32.
 #include "ops/precision.glsl"
 layout(local_size_x = 16, local_size_y = 8) in;
 // Off where the runtime runs the whole graph (shared-memory): `warped` is then not written.
 layout(constant_id = 0) const bool WRITE_WARPED = true;
+layout(constant_id = 1) const bool CLAMP_HISTORY = false;
 
 layout(set = 0, binding = 0) uniform sampler2D color_in;
 layout(set = 0, binding = 1) uniform sampler2D depth_in;
@@ -100,6 +104,16 @@ void main() {
     inputs_t[JITTER * plane + i] = sfp(pc.jitter.x);
     inputs_t[(JITTER + 1u) * plane + i] = sfp(pc.jitter.y);
 
+    vec3 lo = c, hi = c;
+    if (warp && CLAMP_HISTORY) {
+        for (int dy = -1; dy <= 1; dy++) {
+            for (int dx = -1; dx <= 1; dx++) {
+                vec3 n = texelFetch(color_in, clamp(p + ivec2(dx, dy), ivec2(0), size - 1), 0).rgb;
+                lo = min(lo, n);
+                hi = max(hi, n);
+            }
+        }
+    }
     const float RATIO = 0.5;
     for (int sub = 0; sub < 4; sub++) {
         ivec2 d = ivec2(sub & 1, sub >> 1);
@@ -110,6 +124,9 @@ void main() {
             ivec2 k = clamp(ivec2(floor(centre * RATIO + pc.jitter)), ivec2(0), size - 1);
             vec2 m = texelFetch(motion_in, k, 0).rg;
             h = sample_previous(centre - m / RATIO);
+            if (CLAMP_HISTORY) {
+                h = clamp(h, lo, hi);
+            }
         } else {
             h = bilinear_color(o, size);
         }

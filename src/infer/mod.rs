@@ -97,6 +97,13 @@ pub fn plan_temporal(
             ),
         )
     })?;
+    let clamp = graph
+        .metadata
+        .get(model::HISTORY_CLAMP_KEY)
+        .map(String::as_str);
+    let history = model::history_clamp(clamp)
+        .map(model::temporal::History::from_clamp)
+        .map_err(|reason| err(&graph, reason))?;
     let concat = graph.nodes[head].output[0].clone();
     let dims = |v: &[usize]| v.iter().map(|&d| graph::Dim::Fixed(d)).collect();
     let (h, w) = (height as usize, width as usize);
@@ -114,7 +121,8 @@ pub fn plan_temporal(
         frame_io: false,
         ..options.clone()
     };
-    let plan = Plan::with_options(&graph, &[vec![1, TEMPORAL_CHANNELS, h, w]], &options)?;
+    let mut plan = Plan::with_options(&graph, &[vec![1, TEMPORAL_CHANNELS, h, w]], &options)?;
+    plan.history = Some(history);
     let out = plan.outputs.first().map(|&o| plan.tensors[o].shape.clone());
     if plan.outputs.len() != 1 || out.as_deref() != Some(&[1, 12, h, w][..]) {
         return Err(err(

@@ -24,6 +24,7 @@ use crate::gpu::{self, Buffer, Gpu};
 use crate::infer::ops::Recorder;
 use crate::infer::pipelines::{PipeId, PipelineDesc, Pipelines};
 use crate::infer::{Engine, Precision};
+use crate::upscale::model::temporal::History;
 use crate::upscale::FrameIo;
 use crate::upscale::Timestamps;
 
@@ -65,11 +66,13 @@ struct PrePush {
 }
 
 impl TemporalIo {
-    /// `precision` is the tensors' ([`Mode::Runtime`]: fp32).
+    /// `precision` is the tensors' ([`Mode::Runtime`]: fp32); `history` the one the model
+    /// takes (`model::temporal`).
     pub fn new(
         gpu: &Gpu,
         mode: Mode,
         precision: Precision,
+        history: History,
         render: (u32, u32),
         output: (u32, u32),
     ) -> gpu::Result<Self> {
@@ -111,8 +114,11 @@ impl TemporalIo {
                 pre,
                 pre_bindings,
                 std::mem::size_of::<PrePush>() as u32,
-                // WRITE_WARPED
-                vec![u32::from(mode == Mode::Engine)],
+                // WRITE_WARPED, CLAMP_HISTORY
+                vec![
+                    u32::from(mode == Mode::Engine),
+                    u32::from(history == History::Clamped),
+                ],
             ),
         )?;
         let image = vk::DescriptorType::STORAGE_IMAGE;

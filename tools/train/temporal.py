@@ -98,8 +98,9 @@ class TemporalNet(nets.CollapsibleNet):
 
     long_skip = True
 
-    def __init__(self, arch: str):
+    def __init__(self, arch: str, history_clamp: bool = True):
         super().__init__(arch, layers=ARCHS[arch], leaky=LEAKY, expand=EXPAND)
+        self.history_clamp = history_clamp
         self.register_buffer("scales", torch.tensor(input_scales()).view(1, IN, 1, 1), persistent=False)
 
     def forward(self, color, depth, motion, history, jitter):
@@ -188,6 +189,33 @@ def warp(prev: torch.Tensor, motion: torch.Tensor, jitter: torch.Tensor) -> torc
     qy = oy[None, :, None] - m[:, 1] / ry
     grid = torch.stack([2.0 * qx / ow - 1.0, 2.0 * qy / oh - 1.0], -1)
     return F.grid_sample(prev, grid, mode="bilinear", padding_mode="border", align_corners=False)
+
+
+def clamp_history(history: torch.Tensor, color: torch.Tensor) -> torch.Tensor:
+    """The warped history (space-to-depth, [B, 12, h, w]) clamped, per colour channel, to the
+    box of this frame's colour over the 3x3 render pixels around the render pixel that holds it
+    (clamped to the edge; min and max in fp32). What the previous output may bring into this
+    frame is then never further from this frame's samples than that box, so a correction the
+    network makes again and again cannot pile up over a still camera (it was: the first model,
+    trained without the box, drifted to noise over a few hundred held frames)."""
+    lo = -F.max_pool2d(-color, 3, 1, 1)
+    hi = F.max_pool2d(color, 3, 1, 1)
+    # Channel c*4 + sub of the history holds colour c.
+    lo, hi = lo.repeat_interleave(SCALE * SCALE, 1), hi.repeat_interleave(SCALE * SCALE, 1)
+    return torch.minimum(torch.maximum(history, lo), hi)
+
+
+# The metadata `upscale.history` of an export, with and without the box; the patterns read the
+# key `upscale.history_clamp` (HISTORY_CLAMP_3X3, or no key: the history warped only).
+HISTORY_CLAMPED = "space_to_depth_crd(clamp(warp(previous output), 3x3 box of color)); reset: bilinear x2 of color"
+HISTORY_PLAIN = "space_to_depth_crd(warp(previous output)); reset: bilinear x2 of color"
+HISTORY_CLAMP_3X3 = "color_3x3"
+
+
+def history_metadata(clamped: bool) -> dict:
+    if clamped:
+        return {"upscale.history": HISTORY_CLAMPED, "upscale.history_clamp": HISTORY_CLAMP_3X3}
+    return {"upscale.history": HISTORY_PLAIN}
 
 
 def quantize(x: torch.Tensor) -> torch.Tensor:
@@ -305,7 +333,12 @@ def step_frames(net, frames, prev):
     if prev is None:
         # A frame without history is a sequence's first: no motion (as the patterns feed it).
         motion = torch.zeros_like(motion)
-    history = reset_history(color) if prev is None else space_to_depth(warp(quantize(prev), motion, jitter))
+    if prev is None:
+        history = reset_history(color)
+    else:
+        history = space_to_depth(warp(quantize(prev), motion, jitter))
+        if getattr(net, "history_clamp", False):
+            history = clamp_history(history, color)
     return net(color, depth, motion, history, jitter)
 
 
@@ -378,6 +411,10 @@ class OrtTemporalNet:
         import onnxruntime as ort
 
         self.sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        clamp = self.sess.get_modelmeta().custom_metadata_map.get("upscale.history_clamp")
+        if clamp not in (None, HISTORY_CLAMP_3X3):
+            raise SystemExit(f"{path}: metadata upscale.history_clamp is {clamp!r}; known: {HISTORY_CLAMP_3X3!r} or none")
+        self.history_clamp = clamp == HISTORY_CLAMP_3X3
 
     def __call__(self, color, depth, motion, history, jitter):
         planes = jitter[:, :, None, None].expand(-1, -1, *color.shape[-2:])
@@ -484,6 +521,10 @@ def parse_args(argv=None):
                          "(zero motion, the same jitter), so the net learns to keep a still picture")
     ap.add_argument("--hold-warm", type=int, default=32,
                     help="frames without gradient before a held step's unrolled ones")
+    ap.add_argument("--history", default="clamped", choices=["clamped", "plain"],
+                    help="clamped: the warped history clamped to the 3x3 box of this frame's colour "
+                         "(`clamp_history`; what the patterns feed a model whose metadata says so); "
+                         "plain: the first model's history, warped only")
     ap.add_argument("--hold", type=int, default=64,
                     help="frames of the held-camera score at every val score (0: none)")
     return ap.parse_args(argv)
@@ -540,7 +581,7 @@ def train(args) -> dict:
               f"after warm-up, {b['warmup']['psnr_y']:.3f} in it", flush=True)
     log["baselines"] = baselines
 
-    net = TemporalNet(args.arch)
+    net = TemporalNet(args.arch, history_clamp=args.history == "clamped")
     if args.init:
         net.load_onnx(args.init)
         print(f"initialised from {args.init}", flush=True)
@@ -568,7 +609,8 @@ def train(args) -> dict:
               f"tPSNR-Y {e['steady']['tpsnr_y']:.3f} after warm-up, PSNR-Y {e['warmup']['psnr_y']:.3f} "
               f"in it{hold_note}", flush=True)
         if args.snapshot:
-            onnx.save(to_onnx(net, {"scale": SCALE, "upscale.arch": args.arch}), args.snapshot)
+            snap = {"scale": SCALE, "upscale.arch": args.arch, **history_metadata(net.history_clamp)}
+            onnx.save(to_onnx(net, snap), args.snapshot)
         return e
 
     if args.init:
@@ -631,7 +673,7 @@ def train(args) -> dict:
     meta = {
         "scale": SCALE, "upscale.arch": args.arch, "upscale.kind": "temporal",
         "upscale.inputs": ",".join(n for n, _, _ in INPUTS),
-        "upscale.history": "space_to_depth_crd(warp(previous output)); reset: bilinear x2 of color",
+        **history_metadata(net.history_clamp),
         "upscale.params": nets.param_count(net),
         "upscale.macs_per_output_pixel": macs_per_output_pixel(args.arch),
     }

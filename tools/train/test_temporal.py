@@ -76,6 +76,24 @@ def test_history_is_the_clamped_output_in_fp16():
     assert torch.equal(x.grad, torch.ones(4))
 
 
+def test_the_clamped_history_stays_in_the_colour_box_of_its_render_pixel():
+    # The definition src/upscale/model/temporal.rs and temporal_pre.comp write: per colour, the
+    # min and max over the 3x3 render pixels around the one holding the sub-pixel, edge-clamped.
+    torch.manual_seed(1)
+    color = torch.rand(1, 3, 5, 7)
+    history = 2.0 * torch.rand(1, 12, 5, 7) - 0.5
+    got = temporal.clamp_history(history, color)
+    for y, x in [(0, 0), (2, 3), (4, 6), (0, 5)]:
+        box = color[0, :, max(y - 1, 0):y + 2, max(x - 1, 0):x + 2].reshape(3, -1)
+        for c in range(3):
+            for sub in range(4):
+                want = history[0, c * 4 + sub, y, x].clamp(box[c].min(), box[c].max())
+                assert got[0, c * 4 + sub, y, x] == want, (y, x, c, sub)
+    # A still picture whose history is its own bilinear x2 stays put: it lies in the box.
+    up = temporal.reset_history(color)
+    assert torch.equal(temporal.clamp_history(up, color), up)
+
+
 def test_space_to_depth_inverts_depth_to_space():
     x = torch.rand(1, 3, 6, 8)
     s2d = temporal.space_to_depth(x)

@@ -16,6 +16,7 @@ use super::precision::Precision;
 use crate::gpu::device::CoopMatShape;
 use crate::gpu::DeviceInfo;
 use crate::upscale::model;
+use crate::upscale::model::temporal::History;
 
 mod fusion;
 use super::tensor;
@@ -171,6 +172,8 @@ pub struct Plan {
     pub output_in_frame: bool,
     /// What fusion did not do, and why (for the plan's report).
     pub notes: Vec<String>,
+    /// A temporal model's (`crate::plan_temporal`): the history its pattern must feed it.
+    pub history: Option<History>,
 }
 
 const ACTIVATIONS: [&str; 5] = ["Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh"];
@@ -720,6 +723,7 @@ impl<'g> Builder<'g> {
             input_tensor_needed,
             output_in_frame,
             notes: self.notes,
+            history: None,
         })
     }
 }

@@ -111,15 +111,16 @@ impl InStream {
         for line in plan.report() {
             tracing::info!("in-stream plan: {line}");
         }
-        // Only a temporal model is planned without frame I/O (`plan_with`).
-        let temporal = !plan.options.frame_io;
+        // Only a temporal model's plan has a history (`plan_with`).
+        let history = plan.history;
         let engine = Engine::new(gpu, plan)?.guard(gpu);
-        let temporal = if temporal {
+        let temporal = if let Some(history) = history {
             let sizes = ((ri.width, ri.height), (ro.width, ro.height));
             Some(TemporalIo::new(
                 gpu,
                 Mode::Engine,
                 precision,
+                history,
                 sizes.0,
                 sizes.1,
             )?)

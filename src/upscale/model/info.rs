@@ -24,6 +24,26 @@ pub const TEMPORAL_INPUTS: [(&str, usize); 5] = [
     ("history", 12),
     ("jitter", 2),
 ];
+/// Metadata key of a temporal model whose warped history is clamped to the box of the frame's
+/// colour ([`HISTORY_CLAMP_COLOR_3X3`], `model::temporal`'s definition); a model without it takes
+/// the history warped only (the first `temporal_x2`).
+pub const HISTORY_CLAMP_KEY: &str = "upscale.history_clamp";
+pub const HISTORY_CLAMP_COLOR_3X3: &str = "color_3x3";
+
+/// Whether a temporal model's history is clamped, from its [`HISTORY_CLAMP_KEY`] value; a
+/// value this build does not know is an error that says what it knows.
+pub fn history_clamp(value: Option<&str>) -> Result<bool, String> {
+    match value {
+        None => Ok(false),
+        Some(HISTORY_CLAMP_COLOR_3X3) => Ok(true),
+        Some(other) => Err(format!(
+            "metadata '{HISTORY_CLAMP_KEY}' is {other:?}; this build feeds '{HISTORY_CLAMP_COLOR_3X3}' \
+             (the warped history clamped to the 3x3 box of the frame's colour) or, without the key, \
+             the warped history as it is (re-export the model with one of them)"
+        )),
+    }
+}
+
 /// Why a single-frame path refuses a temporal model.
 pub const TEMPORAL_REFUSAL: &str = "it is a temporal model (metadata upscale.kind = temporal: it \
      also takes depth, motion vectors, jitter and its own warped history), which this path \
@@ -138,6 +158,19 @@ pub(super) fn both(h: Option<u32>, w: Option<u32>) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_history_clamp_key_is_known_or_refused_with_what_is() {
+        assert_eq!(history_clamp(None), Ok(false));
+        assert_eq!(history_clamp(Some("color_3x3")), Ok(true));
+        let why = history_clamp(Some("ycocg_5x5")).unwrap_err();
+        assert!(
+            why.contains("upscale.history_clamp")
+                && why.contains("ycocg_5x5")
+                && why.contains("color_3x3"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn scale_metadata_bounds() {

@@ -22,8 +22,9 @@ use ort::value::TensorRefMut;
 
 pub use graph_run::{run_graph, NamedTensor};
 pub use info::{
-    ModelInfo, ScaleSource, IMAGE_CHANNELS, KIND_KEY, MAX_SCALE, SCALE_KEY, TEMPORAL_INPUTS,
-    TEMPORAL_KIND, TEMPORAL_REFUSAL,
+    history_clamp, ModelInfo, ScaleSource, HISTORY_CLAMP_COLOR_3X3, HISTORY_CLAMP_KEY,
+    IMAGE_CHANNELS, KIND_KEY, MAX_SCALE, SCALE_KEY, TEMPORAL_INPUTS, TEMPORAL_KIND,
+    TEMPORAL_REFUSAL,
 };
 use inspect::inspect;
 use memory::{cpu_memory_info, cuda_memory_info, to_shape, wrap_f32_memory};

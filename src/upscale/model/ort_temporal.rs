@@ -16,8 +16,10 @@ use ort::value::TensorRefMut;
 use super::graph_run::feeds;
 use super::memory::{cpu_memory_info, cuda_memory_info, to_shape, wrap_f32_memory};
 use super::session::{invalid_model, open_session};
+use super::temporal::History;
 use super::{
-    CudaTarget, ExecutionProvider, ModelError, NamedTensor, OutputBinding, TEMPORAL_INPUTS,
+    CudaTarget, ExecutionProvider, ModelError, NamedTensor, OutputBinding, HISTORY_CLAMP_KEY,
+    TEMPORAL_INPUTS,
 };
 
 /// Channels of the packed input: the five inputs' channels, concatenated.
@@ -37,11 +39,18 @@ pub struct OrtTemporal {
     names: Vec<String>,
     output_name: String,
     output: Option<OutputBinding>,
+    /// Which history the model takes (its `upscale.history_clamp` metadata).
+    history: History,
     /// Set when the session runs on a caller's CUDA stream.
     cuda: Option<CudaTarget>,
 }
 
 impl OrtTemporal {
+    /// Which history the model takes: what the pattern must feed it.
+    pub fn history(&self) -> History {
+        self.history
+    }
+
     /// Loads `path`, which must be a temporal model (metadata `upscale.kind` = `temporal`,
     /// inputs [`TEMPORAL_INPUTS`], scale 2).
     pub fn load(
@@ -69,12 +78,19 @@ impl OrtTemporal {
         cuda: Option<CudaTarget>,
     ) -> Result<Self, ModelError> {
         let (session, threads) = open_session(path, ep, intra_threads, cuda)?;
-        let (kind, scale) = {
+        let (kind, scale, clamp) = {
             let meta = session
                 .metadata()
                 .map_err(|e| invalid_model(path, format!("cannot read metadata: {e}")))?;
-            (meta.custom(super::KIND_KEY), meta.custom(super::SCALE_KEY))
+            (
+                meta.custom(super::KIND_KEY),
+                meta.custom(super::SCALE_KEY),
+                meta.custom(HISTORY_CLAMP_KEY),
+            )
         };
+        let history = super::history_clamp(clamp.as_deref())
+            .map(History::from_clamp)
+            .map_err(|why| invalid_model(path, why))?;
         if kind.as_deref() != Some(super::TEMPORAL_KIND) || scale.as_deref() != Some("2") {
             return Err(invalid_model(
                 path,
@@ -105,6 +121,7 @@ impl OrtTemporal {
             names,
             output_name,
             output: None,
+            history,
             cuda,
         })
     }

@@ -11,11 +11,38 @@
 //! of the colour (ONNX Resize linear, half_pixel) and zero motion (a sequence's first frame has
 //! none, whatever ended the history). Space-to-depth: channel c·4 + i·2 + j
 //! holds output pixel (2y + i, 2x + j) of colour c.
+//!
+//! A model whose metadata says `upscale.history_clamp = color_3x3` ([`History::Clamped`]) takes
+//! the warped history clamped, per colour channel, to the box (min, max) of this frame's colour
+//! over the 3×3 render pixels around render pixel (x, y) that holds it (clamped to the edge):
+//! what the previous output brings into a frame is never further from the frame's own samples
+//! than that box, so a correction the model makes again and again cannot pile up while the
+//! camera stands still. A reset's bilinear colour lies in the box already.
 
 use half::f16;
 
 use super::info::TEMPORAL_INPUTS;
 use super::NamedTensor;
+
+/// Which history a temporal model takes (its `upscale.history_clamp` metadata,
+/// [`super::history_clamp`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum History {
+    /// The previous output warped to this frame.
+    Warped,
+    /// That, clamped to the 3×3 box of this frame's colour.
+    Clamped,
+}
+
+impl History {
+    pub fn from_clamp(clamp: bool) -> Self {
+        if clamp {
+            History::Clamped
+        } else {
+            History::Warped
+        }
+    }
+}
 
 /// One frame as the renderer gives it, at render size `width` × `height`, row-major.
 pub struct HostFrame<'a> {
@@ -32,9 +59,9 @@ pub struct HostFrame<'a> {
 
 /// The model's inputs for `frame`, in [`TEMPORAL_INPUTS`] order; `previous` is the previous
 /// output as [`keep_history`] keeps it (RGBA fp16 at twice the render size), None on a reset.
-pub fn inputs(frame: &HostFrame, previous: Option<&[f16]>) -> Vec<NamedTensor> {
+pub fn inputs(frame: &HostFrame, previous: Option<&[f16]>, kind: History) -> Vec<NamedTensor> {
     let mut tensors = empty_inputs(frame.width, frame.height);
-    fill_inputs(frame, previous, &mut tensors);
+    fill_inputs(frame, previous, kind, &mut tensors);
     tensors
 }
 
@@ -51,7 +78,12 @@ pub fn empty_inputs(width: usize, height: usize) -> Vec<NamedTensor> {
 }
 
 /// [`inputs`] written into `tensors` (from [`empty_inputs`] of the frame's size).
-pub fn fill_inputs(frame: &HostFrame, previous: Option<&[f16]>, tensors: &mut [NamedTensor]) {
+pub fn fill_inputs(
+    frame: &HostFrame,
+    previous: Option<&[f16]>,
+    kind: History,
+    tensors: &mut [NamedTensor],
+) {
     let (w, h) = (frame.width, frame.height);
     let n = w * h;
     let [color, depth, motion, history, jitter] = tensors else {
@@ -80,11 +112,18 @@ pub fn fill_inputs(frame: &HostFrame, previous: Option<&[f16]>, tensors: &mut [N
     let (ow, oh) = (2 * w, 2 * h);
     for y in 0..h {
         for x in 0..w {
+            let bounds = (kind == History::Clamped).then(|| color_box(&color.data, (w, h), (x, y)));
             for sub in 0..4 {
                 let (i, j) = (sub / 2, sub % 2);
                 let (ox, oy) = (2 * x + j, 2 * y + i);
                 let rgb = match previous {
-                    Some(prev) => warped(frame, prev, (ox, oy), (ow, oh)),
+                    Some(prev) => {
+                        let rgb = warped(frame, prev, (ox, oy), (ow, oh));
+                        match bounds {
+                            Some((lo, hi)) => [0, 1, 2].map(|c| rgb[c].max(lo[c]).min(hi[c])),
+                            None => rgb,
+                        }
+                    }
                     None => bilinear_color(frame, (ox, oy)),
                 };
                 for (c, v) in rgb.into_iter().enumerate() {
@@ -111,6 +150,23 @@ pub fn keep_history(output: &[f32], history: &mut [f16]) {
         let keep = |v: f32| f16::from_f32(v.clamp(0.0, 1.0));
         px.copy_from_slice(&[keep(*r), keep(*g), keep(*b), f16::ONE]);
     }
+}
+
+/// The min and max per colour channel of the colour planes (`[3][h][w]`, as the model takes
+/// them) over the 3×3 pixels around `p`, clamped to the edge.
+fn color_box(color: &[f32], size: (usize, usize), p: (usize, usize)) -> ([f32; 3], [f32; 3]) {
+    let (w, h) = size;
+    let (mut lo, mut hi) = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3]);
+    for y in p.1.saturating_sub(1)..=(p.1 + 1).min(h - 1) {
+        for x in p.0.saturating_sub(1)..=(p.0 + 1).min(w - 1) {
+            for c in 0..3 {
+                let v = color[c * w * h + y * w + x];
+                lo[c] = lo[c].min(v);
+                hi[c] = hi[c].max(v);
+            }
+        }
+    }
+    (lo, hi)
 }
 
 /// The previous output warped to output pixel `o` of this frame.
@@ -180,7 +236,11 @@ mod tests {
         let prev: Vec<f16> = (0..8 * 4 * 4)
             .map(|i| f16::from_f32((i * 7 % 256) as f32 / 255.0))
             .collect();
-        let t = inputs(&frame(&color, &depth, &motion), Some(&prev));
+        let t = inputs(
+            &frame(&color, &depth, &motion),
+            Some(&prev),
+            History::Warped,
+        );
         let history = &t[3].data;
         // Output pixel (2x + j, 2y + i) of channel c sits at channel c*4 + i*2 + j.
         for (ox, oy, c) in [(0, 0, 0), (5, 3, 2), (7, 1, 1)] {
@@ -211,15 +271,57 @@ mod tests {
                 ]
             })
             .collect();
-        let t = inputs(&frame(&color, &depth, &motion), Some(&prev));
+        let t = inputs(
+            &frame(&color, &depth, &motion),
+            Some(&prev),
+            History::Warped,
+        );
         // Output pixel (3, 0) (x 1, j 1: channel 1, pixel 1) shows what the previous output
         // had at (2, 0).
         let sub1 = 8;
         assert_eq!(t[3].data[sub1 + 1], f16::from_f32(2.0 / 255.0).to_f32());
-        let reset = inputs(&frame(&color, &depth, &motion), None);
+        let reset = inputs(&frame(&color, &depth, &motion), None, History::Warped);
         // Output pixel (1, 0): source x 0.25 between colours 0 and 30.
         let want = (0.75 * 0.0 + 0.25 * 30.0) / 255.0;
         assert!((reset[3].data[sub1] - want).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_clamped_history_stays_in_the_box_of_the_colour_around_its_render_pixel() {
+        // Red ramps 0, 30, .. 210 over the 4 x 2 frame; green 100 everywhere; blue 0.
+        let color: Vec<u8> = (0..8).flat_map(|i| [i as u8 * 30, 100, 0, 255]).collect();
+        let depth = vec![0.5; 8];
+        let motion = vec![f16::ZERO; 16];
+        // A previous output far outside every box in red and blue, inside it in green.
+        let prev: Vec<f16> = (0..8 * 4)
+            .flat_map(|_| [1.0, 100.0 / 255.0, 1.0, 1.0].map(f16::from_f32))
+            .collect();
+        let f = frame(&color, &depth, &motion);
+        let plain = inputs(&f, Some(&prev), History::Warped);
+        let clamped = inputs(&f, Some(&prev), History::Clamped);
+        let n = 8;
+        for (x, y) in [(0, 0), (1, 0), (3, 1), (2, 1)] {
+            // The 3x3 box around (x, y), clamped to the edge: rows 0..=1 always, columns x-1..=x+1.
+            let cols = x.max(1) - 1..=(x + 1).min(3);
+            let red: Vec<f32> = (0..2)
+                .flat_map(|yy| {
+                    cols.clone()
+                        .map(move |xx| (yy * 4 + xx) as f32 * 30.0 / 255.0)
+                })
+                .collect();
+            let hi = red.iter().cloned().fold(f32::MIN, f32::max);
+            for sub in 0..4 {
+                let at = |c: usize| (c * 4 + sub) * n + y * 4 + x;
+                assert_eq!(plain[3].data[at(0)], 1.0);
+                assert_eq!(clamped[3].data[at(0)], hi, "red at ({x}, {y}) sub {sub}");
+                // Green's box is one value: the fp16 history's own rounding is clamped away.
+                assert_eq!(clamped[3].data[at(1)], 100.0 / 255.0, "green");
+                assert_eq!(clamped[3].data[at(2)], 0.0, "blue");
+            }
+        }
+        // A reset's history is the bilinear colour either way.
+        let reset = inputs(&f, None, History::Clamped);
+        assert_eq!(reset[3].data, inputs(&f, None, History::Warped)[3].data);
     }
 
     #[test]

@@ -248,7 +248,7 @@ impl FrameSplit for CpuRoundtrip {
                     jitter: meta.jitter,
                 };
                 let previous = (meta.applies && t.has_previous).then_some(t.previous.as_slice());
-                temporal::fill_inputs(&frame, previous, &mut t.inputs);
+                temporal::fill_inputs(&frame, previous, t.model.history(), &mut t.inputs);
                 let t1 = Instant::now();
                 t.model.run(&t.inputs, &mut self.output)?;
                 let t2 = Instant::now();

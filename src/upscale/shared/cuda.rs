@@ -25,6 +25,7 @@ use crate::gpu::export::{self, ExportBuffer, ExportTimeline};
 use crate::gpu::frame::FRAMES_IN_FLIGHT;
 use crate::gpu::guard::Destroy;
 use crate::gpu::Gpu;
+use crate::upscale::model::temporal::History;
 use crate::upscale::model::{CudaTarget, ExecutionProvider, OrtModel, OrtTemporal};
 use crate::upscale::{FrameSplit, HostTimes, MlSettings, Schedule};
 
@@ -379,8 +380,8 @@ impl Domain for CudaDomain {
         self.input.as_ref().unwrap().vk.raw
     }
 
-    fn temporal(&self) -> bool {
-        matches!(self.model, Some(SharedModel::Temporal(_)))
+    fn temporal(&self) -> Option<History> {
+        self.model.as_ref().and_then(SharedModel::history)
     }
 
     fn output(&self) -> vk::Buffer {

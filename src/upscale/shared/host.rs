@@ -12,6 +12,7 @@ use super::{Domain, SharedModel};
 use crate::gpu::external::HostBuffer;
 use crate::gpu::guard::Destroy;
 use crate::gpu::Gpu;
+use crate::upscale::model::temporal::History;
 use crate::upscale::model::{OrtModel, OrtTemporal};
 use crate::upscale::{FrameSplit, HostTimes, MlSettings, Schedule};
 
@@ -70,8 +71,8 @@ impl Domain for HostDomain {
         self.output.raw
     }
 
-    fn temporal(&self) -> bool {
-        matches!(self.model, SharedModel::Temporal(_))
+    fn temporal(&self) -> Option<History> {
+        self.model.history()
     }
 
     fn destroy(self: Box<Self>, gpu: &Gpu) {

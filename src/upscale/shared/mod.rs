@@ -42,6 +42,7 @@ use ash::vk;
 
 use anyhow::Context as _;
 
+use super::model::temporal::History;
 use super::model::{self, ModelError, OrtModel, OrtTemporal, TEMPORAL_CHANNELS};
 use super::temporal_io::{Mode, TemporalIo};
 use super::{FrameIo, FrameSplit, HostTimes, MlSettings, Pattern, Schedule, Upscaler};
@@ -88,6 +89,14 @@ pub enum SharedModel {
 }
 
 impl SharedModel {
+    /// The history a temporal model takes; None for an image model.
+    pub fn history(&self) -> Option<History> {
+        match self {
+            SharedModel::Image(_) => None,
+            SharedModel::Temporal(m) => Some(m.history()),
+        }
+    }
+
     /// Loads `ml.model` with `load_image` or, when it is a temporal model, `load_temporal`, and
     /// checks it fits the sizes.
     pub fn load(
@@ -174,8 +183,8 @@ pub trait Domain: FrameSplit {
     fn input(&self) -> vk::Buffer;
     /// The output tensor (NCHW f32) as a Vulkan storage buffer.
     fn output(&self) -> vk::Buffer;
-    /// The runtime runs a temporal model ([`SharedModel::Temporal`]).
-    fn temporal(&self) -> bool;
+    /// The history the runtime's temporal model takes, if it runs one ([`SharedModel::Temporal`]).
+    fn temporal(&self) -> Option<History>;
     fn destroy(self: Box<Self>, gpu: &Gpu);
 }
 
@@ -254,12 +263,13 @@ impl SharedMemory {
             0,
         )?
         .guard(gpu);
-        let temporal = if domain.temporal() {
+        let temporal = if let Some(history) = domain.temporal() {
             let size = |e: vk::Extent2D| (e.width, e.height);
             let io = TemporalIo::new(
                 gpu,
                 Mode::Runtime,
                 Precision::Fp32,
+                history,
                 size(input.extent()),
                 size(output.extent()),
             )?;
