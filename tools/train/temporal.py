@@ -605,7 +605,9 @@ def train(args) -> dict:
         log["evals"].append(e)
         hold_note = (f"; held {hold['frames']} frames: PSNR-Y {hold['first_psnr_y']:.3f} -> "
                      f"{hold['last_psnr_y']:.3f}" if hold else "")
-        print(f"step {step}/{total} [{e['seconds']:.0f} s] val PSNR-Y {e['steady']['psnr_y']:.3f} "
+        # Before a --time-budget run plans its steps, the count is not known yet.
+        planned = total if args.time_budget <= 0 or step >= PLAN_AT else "?"
+        print(f"step {step}/{planned} [{e['seconds']:.0f} s] val PSNR-Y {e['steady']['psnr_y']:.3f} "
               f"tPSNR-Y {e['steady']['tpsnr_y']:.3f} after warm-up, PSNR-Y {e['warmup']['psnr_y']:.3f} "
               f"in it{hold_note}", flush=True)
         if args.snapshot:
