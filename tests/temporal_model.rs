@@ -611,26 +611,25 @@ fn the_first_frames_after_a_reset_or_a_switch_equal_a_fresh_starts() {
 /// PSNR-Y against the native render (the same view at output size, no jitter) of the first
 /// frame and of the last of `frames` frames of a held camera (scripted frame 30 drawn again
 /// and again: motion vectors zero, the jitter sequence going on, as when the player stands
-/// still), through `pattern`.
-fn held_camera(pattern: Pattern, frames: usize) -> (f64, f64) {
+/// still), through `pattern`; the view is scripted frame `at`.
+fn held_camera(pattern: Pattern, at: u64, frames: usize) -> (f64, f64) {
     use upscale_demo::app::headless::Runner;
     use upscale_demo::game::camera;
-    const FRAME: u64 = 30;
     let config = runner_config();
     let native = {
         let mut source = FrameSource::new(&config, 1).unwrap();
-        let (cam, time) = camera::scripted(FRAME);
+        let (cam, time) = camera::scripted(at);
         source.render_view(cam, time).unwrap().finish().hr
     };
     let mut r = Runner::new(&config, pattern).unwrap();
-    let first = metrics::psnr_y(&capture(&mut r, FRAME), &native);
+    let first = metrics::psnr_y(&capture(&mut r, at), &native);
     for _ in 0..frames - 2 {
-        r.frame(FRAME, false).unwrap();
+        r.frame(at, false).unwrap();
     }
-    let held = metrics::psnr_y(&capture(&mut r, FRAME), &native);
+    let held = metrics::psnr_y(&capture(&mut r, at), &native);
     assert_eq!(r.session.gpu.validation_errors(), 0, "see the log");
     println!(
-        "{pattern}: PSNR-Y {first:.2} dB on the first frame, {held:.2} after {frames} held frames"
+        "{pattern}, view {at}: PSNR-Y {first:.2} dB on the first frame, {held:.2} after {frames} held frames"
     );
     (first, held)
 }
@@ -639,21 +638,29 @@ fn held_camera(pattern: Pattern, frames: usize) -> (f64, f64) {
 /// render than the first frame was (`taau` converges toward it: tests/taau.rs). The first
 /// `temporal_x2`, fed its history warped only, failed it: trained on walks, it added a
 /// correction that a still history never refreshed, and the correction built up into a pattern
-/// that ate the picture (lavapipe, 160x90 -> 320x180: 25.0 dB on the first frame, 11.2 after 64,
-/// 8.4 after 300). A fine-tune with held cameras of 38 frames only slowed it down (17.86 dB
-/// after 300). Fed the history clamped to the box of the frame's colour
-/// (`upscale.history_clamp`), the same weights settle: 25.01 -> 27.05 dB. Moving cameras hide
-/// the drift: the walks refresh the history.
+/// that ate the picture (lavapipe, 160x90 -> 320x180, view 30: 25.0 dB on the first frame, 11.2
+/// after 64, 8.4 after 300). A fine-tune with held cameras of 38 frames only slowed it down
+/// (17.86 dB after 300). Fed the history clamped to the box of the frame's colour
+/// (`upscale.history_clamp`), the same weights settle: view 30 25.01 -> 27.05 dB. Where its first
+/// frame is already good they settle a little under it instead of diverging: view 100 29.05 dB
+/// on the first frame, 29.45 after 60, 28.39 after 300, 28.24 after 1,000 (views 200 and 400:
+/// 0.8 dB under); that view is held to 1 dB. Moving cameras hide the drift: the walks refresh
+/// the history.
 /// Five seconds at 60 frames per second: a model that only slows its drift down still fails.
 const HELD_FRAMES: usize = 300;
 
 #[test]
 fn the_temporal_model_settles_on_a_held_camera() {
     for pattern in [Pattern::CpuRoundtrip, Pattern::InStream] {
-        let (first, held) = held_camera(pattern, HELD_FRAMES);
+        let (first, held) = held_camera(pattern, 30, HELD_FRAMES);
         assert!(
             held >= first,
-            "{pattern}: {held:.2} dB after {HELD_FRAMES} held frames, {first:.2} on the first"
+            "{pattern}, view 30: {held:.2} dB after {HELD_FRAMES} held frames, {first:.2} on the first"
         );
     }
+    let (first, held) = held_camera(Pattern::CpuRoundtrip, 100, HELD_FRAMES);
+    assert!(
+        held >= first - 1.0,
+        "view 100: {held:.2} dB after {HELD_FRAMES} held frames, {first:.2} on the first"
+    );
 }

@@ -14,7 +14,8 @@ set -uo pipefail
 . tools/device/env.sh
 R=/tmp/temporal-clamp && rm -rf "$R" && mkdir -p "$R/res"
 start=$SECONDS
-stamp() { echo "== [$((SECONDS - start)) s] $*"; }
+# Packs what is there after every stage: a call cut off at its limit still brings results back.
+stamp() { tar czf "$OUT/temporal-clamp.tgz" -C "$R" res 2>/dev/null; echo "== [$((SECONDS - start)) s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/res/gpu.csv" 2>&1
 cat "$R/res/gpu.csv"
 cd .devrun || exit 1
@@ -39,5 +40,4 @@ for t in tests/infer_*; do
     UPSCALE_VALIDATION=1 timeout "${ENGINE_TESTS_LIMIT_S:-60}" "$t" --include-ignored --test-threads 1 2>&1 | tail -n 3
 done > "$R/res/engine-tests.log" 2>&1
 grep -E "^----|test result|FAILED|panicked" "$R/res/engine-tests.log"
-tar czf "$OUT/temporal-clamp.tgz" -C "$R" res
 stamp "done"
