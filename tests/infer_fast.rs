@@ -115,6 +115,8 @@ fn the_quality_model_runs_as_one_dispatch_per_conv_with_no_conversion_passes() {
     let report = plan.report().join("\n");
     // conv5x5 (reads the scene image), six conv3x3, conv5x5 that adds the long residual to its
     // input as it stages it + DepthToSpace + bilinear base + Add (writes the upscaled image).
+    // No chains in fp32: two 16-channel tiles of 4 rows need 60,160 bytes, more than
+    // lavapipe's 32 KB and the GPU machine's 48 KB (fused_conv::CHAIN_MIN_ROWS).
     assert_eq!(plan.ops.len(), 8, "{report}");
     assert!(
         !plan.input_tensor_needed && plan.output_in_frame,

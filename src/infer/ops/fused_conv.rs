@@ -218,10 +218,17 @@ fn chain_chunk(channels: usize) -> usize {
     channels.div_ceil(4) * 4
 }
 
+/// The fewest tile rows a chain takes. The head's output is computed by 16 invocations per
+/// tile row, so shorter tiles leave most of the work group idle through the head's pass and
+/// recompute a larger share of halo: measured on an H100 (2026-12-07, fp32, 48 KB of shared
+/// memory), `quality_x2`'s three 16 → 16 chains at 2-row tiles took the upscale from 2.05 to
+/// 7.53 ms, while `fast_x2`'s chain at 4 rows took it from 0.257 to 0.148 ms.
+pub const CHAIN_MIN_ROWS: usize = 4;
+
 /// Why a conv → conv pair cannot run as one chain dispatch (the plan's note), or its tiling:
 /// the reader's tile with the head's output staged whole (one chunk of `head.out_c` rounded
-/// up to a multiple of 4), the tallest of 8, 4, 2 and 1 rows whose two shared tiles (the
-/// reader's and the head's input region) fit `max_shared` bytes.
+/// up to a multiple of 4), the tallest of 8 and [`CHAIN_MIN_ROWS`] rows whose two shared
+/// tiles (the reader's and the head's input region) fit `max_shared` bytes.
 pub fn chain_tiling(
     head: &Geometry,
     reader: &Geometry,
@@ -238,7 +245,7 @@ pub fn chain_tiling(
         return Err("the reader's input is not the head's output".into());
     }
     let chunk = chain_chunk(head.out_c);
-    let tilings = [8, 4, 2, 1].map(|tile_h| Tiling {
+    let tilings = [8, CHAIN_MIN_ROWS].map(|tile_h| Tiling {
         tile_w: PACKED_TILE[0],
         tile_h,
         chunk,
@@ -254,8 +261,9 @@ pub fn chain_tiling(
         .copied()
         .ok_or_else(|| {
             format!(
-                "its two tiles need {} bytes of shared memory at the shortest tile (the device has {max_shared})",
-                bytes(&tilings[3])
+                "its two tiles need {} bytes of shared memory at {CHAIN_MIN_ROWS}-row tiles (the device \
+                 has {max_shared}; shorter tiles are slower than two dispatches)",
+                bytes(&tilings[1])
             )
         })
 }
@@ -893,7 +901,7 @@ mod tests {
     }
 
     #[test]
-    fn chain_tiling_takes_the_tallest_tile_whose_two_tiles_fit() {
+    fn chain_tiling_takes_the_tallest_tile_whose_two_tiles_fit_and_never_under_four_rows() {
         let geo = |in_c, out_c, k: usize| Geometry {
             in_c,
             in_h: 8,
@@ -922,13 +930,26 @@ mod tests {
             chain_shared_bytes(&t, &head, &reader, Precision::Fp16),
             22368
         );
-        // Two 16-channel 3x3 convs in fp32: 2 rows in 48 KB (43,008 bytes; 4 rows need
-        // 60,160); none in 32 KB, where even one row needs 34,432.
+        // Two 16-channel 3x3 convs in fp32: 4 rows need 60,160 bytes, so none in 48 KB (2 rows
+        // would fit, 43,008, but are slower than two dispatches: CHAIN_MIN_ROWS); 4 rows
+        // in 64 KB.
         let (a, b) = (geo(16, 16, 3), geo(16, 16, 3));
-        let t = chain_tiling(&a, &b, Precision::Fp32, 49152).unwrap();
-        assert_eq!(t.tile_h, 2);
-        let why = chain_tiling(&a, &b, Precision::Fp32, 32768).unwrap_err();
-        assert!(why.contains("34432 bytes"), "{why}");
+        let why = chain_tiling(&a, &b, Precision::Fp32, 49152).unwrap_err();
+        assert!(
+            why.contains("60160 bytes") && why.contains("4-row"),
+            "{why}"
+        );
+        let t = chain_tiling(&a, &b, Precision::Fp32, 65536).unwrap();
+        assert_eq!(t.tile_h, 4);
+        // In fp16 the same pair takes 4 rows in 32 KB (30,080 bytes) and 8 in 48 KB (47,232).
+        assert_eq!(
+            chain_tiling(&a, &b, Precision::Fp16, 32768).unwrap().tile_h,
+            4
+        );
+        assert_eq!(
+            chain_tiling(&a, &b, Precision::Fp16, 49152).unwrap().tile_h,
+            8
+        );
         // A head over more than 16 channels, or a reader of something else: refused.
         assert!(chain_tiling(&geo(20, 16, 3), &b, Precision::Fp16, 49152).is_err());
         assert!(chain_tiling(&a, &geo(12, 16, 3), Precision::Fp16, 49152).is_err());

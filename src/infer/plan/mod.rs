@@ -241,13 +241,6 @@ impl Plan {
             };
             lines.push(format!("{k}: {}{kernel}{barrier}", op.label()));
         }
-        if o.fuse {
-            lines.push(
-                "conv -> conv chains: one dispatch per conv, each output tensor written once \
-                 (cross-layer tiles with halo recompute are not implemented: docs/engine.md)"
-                    .to_string(),
-            );
-        }
         lines.extend(self.notes.iter().cloned());
         lines
     }
