@@ -94,6 +94,12 @@ pub struct ScenePass {
     samples: vk::SampleCountFlags,
     sky: Pipeline,
     meshes_pipeline: Pipeline,
+    /// The same two for frames whose motion attachment has no view (`keep_temporal` off): its
+    /// format is VK_FORMAT_UNDEFINED there, so the fragment shaders' motion output is discarded
+    /// (a null view under a pipeline that names a format is invalid without
+    /// `dynamicRenderingUnusedAttachments`).
+    sky_no_motion: Pipeline,
+    meshes_no_motion: Pipeline,
     textures: Image,
     sampler: vk::Sampler,
     /// For the frame the upscalers read, when `render.upscale_mip_bias` is on: textures sampled
@@ -104,8 +110,13 @@ pub struct ScenePass {
     motion: MotionScratch,
 }
 
-/// The sky and mesh pipelines for `samples` per pixel.
-fn create_pipelines(gpu: &Gpu, samples: vk::SampleCountFlags) -> gpu::Result<(Pipeline, Pipeline)> {
+/// The sky and mesh pipelines for `samples` per pixel, with the motion attachment or
+/// (`motion` false) with that attachment's format undefined.
+fn create_pipelines(
+    gpu: &Gpu,
+    samples: vk::SampleCountFlags,
+    motion: bool,
+) -> gpu::Result<(Pipeline, Pipeline)> {
     let single = samples == vk::SampleCountFlags::TYPE_1;
     // Single-sample: the pass as it was before MSAA, the shaders encode into the UNORM image.
     let (color_format, fragment_spec): (_, &[u32]) = if single {
@@ -113,7 +124,12 @@ fn create_pipelines(gpu: &Gpu, samples: vk::SampleCountFlags) -> gpu::Result<(Pi
     } else {
         (MSAA_COLOR_FORMAT, &[vk::FALSE])
     };
-    let color_formats = [color_format, MOTION_FORMAT];
+    let motion_format = if motion {
+        MOTION_FORMAT
+    } else {
+        vk::Format::UNDEFINED
+    };
+    let color_formats = [color_format, motion_format];
     let sky = pipeline::graphics(
         gpu,
         &GraphicsDesc {
@@ -183,7 +199,8 @@ impl ScenePass {
         upscale_mip_bias: f32,
     ) -> gpu::Result<Self> {
         let samples = gpu::image::sample_count(msaa);
-        let pipelines = create_pipelines(gpu, samples)?.guard(gpu);
+        let pipelines = create_pipelines(gpu, samples, true)?.guard(gpu);
+        let no_motion = create_pipelines(gpu, samples, false)?.guard(gpu);
         let textures = upload_texture_array(gpu, layers)?.guard(gpu);
         let max_lod = textures.desc.mip_levels as f32;
         let sampler =
@@ -204,10 +221,13 @@ impl ScenePass {
         .guard(gpu);
         let meshes = upload_meshes(gpu, world)?;
         let (sky, meshes_pipeline) = pipelines.keep();
+        let (sky_no_motion, meshes_no_motion) = no_motion.keep();
         Ok(Self {
             samples,
             sky,
             meshes_pipeline,
+            sky_no_motion,
+            meshes_no_motion,
             textures: textures.keep(),
             sampler: sampler.keep(),
             upscale_sampler: upscale_sampler.keep(),
@@ -309,18 +329,19 @@ impl ScenePass {
             inv_view_proj: view_proj.inverse().to_cols_array(),
             sun: [sun.x, sun.y, sun.z, 0.0],
         };
-        device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, self.sky.raw);
+        let (sky_pipeline, _) = self.pipelines(targets);
+        device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, sky_pipeline.raw);
         pipeline::push_descriptors(
             gpu,
             cmd,
             vk::PipelineBindPoint::GRAPHICS,
-            &self.sky,
+            sky_pipeline,
             &[Binding::StorageBuffer(targets.draw_data.raw)],
         );
         pipeline::push_constants(
             gpu,
             cmd,
-            &self.sky,
+            sky_pipeline,
             vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
             &sky,
         );
@@ -340,16 +361,13 @@ impl ScenePass {
         sun: glam::Vec3,
     ) {
         let device = &gpu.device;
-        device.cmd_bind_pipeline(
-            cmd,
-            vk::PipelineBindPoint::GRAPHICS,
-            self.meshes_pipeline.raw,
-        );
+        let (_, meshes_pipeline) = self.pipelines(targets);
+        device.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::GRAPHICS, meshes_pipeline.raw);
         pipeline::push_descriptors(
             gpu,
             cmd,
             vk::PipelineBindPoint::GRAPHICS,
-            &self.meshes_pipeline,
+            meshes_pipeline,
             &[
                 Binding::SampledImage(
                     self.textures.view,
@@ -375,7 +393,7 @@ impl ScenePass {
             pipeline::push_constants(
                 gpu,
                 cmd,
-                &self.meshes_pipeline,
+                meshes_pipeline,
                 vk::ShaderStageFlags::VERTEX | vk::ShaderStageFlags::FRAGMENT,
                 &push,
             );
@@ -384,9 +402,20 @@ impl ScenePass {
         }
     }
 
+    /// The sky and mesh pipelines matching `targets`' motion attachment (a view or none).
+    fn pipelines(&self, targets: &SceneTargets) -> (&Pipeline, &Pipeline) {
+        if targets.keep_temporal {
+            (&self.sky, &self.meshes_pipeline)
+        } else {
+            (&self.sky_no_motion, &self.meshes_no_motion)
+        }
+    }
+
     pub fn destroy(self, gpu: &Gpu) {
         self.sky.destroy(gpu);
         self.meshes_pipeline.destroy(gpu);
+        self.sky_no_motion.destroy(gpu);
+        self.meshes_no_motion.destroy(gpu);
         self.textures.destroy(gpu);
         unsafe { gpu.device.destroy_sampler(self.sampler, None) };
         if let Some(s) = self.upscale_sampler {
