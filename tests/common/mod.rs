@@ -6,8 +6,20 @@ use std::path::{Path, PathBuf};
 
 use upscale_demo::app::config::Config;
 
+/// Validation messages (target `vulkan`, errors; or what RUST_LOG asks) into the test's
+/// output, so that a test failing on "validation errors: see the log" shows them.
+pub fn log_validation() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("vulkan=error"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}
+
 /// A small configuration for GPU tests: 320x180 output, x2 scale (fast on lavapipe).
 pub fn small_config() -> Config {
+    log_validation();
     let text = "[render]\noutput_width = 320\noutput_height = 180\nscale = 2\n";
     Config::parse(text, Path::new("tests/small.toml")).unwrap()
 }
