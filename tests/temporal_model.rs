@@ -651,13 +651,14 @@ const HELD_FRAMES: usize = 300;
 
 #[test]
 fn the_temporal_model_settles_on_a_held_camera() {
-    for pattern in [Pattern::CpuRoundtrip, Pattern::InStream] {
-        let (first, held) = held_camera(pattern, 30, HELD_FRAMES);
-        assert!(
-            held >= first,
-            "{pattern}, view 30: {held:.2} dB after {HELD_FRAMES} held frames, {first:.2} on the first"
-        );
-    }
+    // cpu-roundtrip only: in-stream gave the same figures to the hundredth of a dB (both
+    // 25.01 -> 27.05), and the rendered-sequence test above holds its history to the host
+    // definition frame by frame; the second pattern cost `make test` about 25 s.
+    let (first, held) = held_camera(Pattern::CpuRoundtrip, 30, HELD_FRAMES);
+    assert!(
+        held >= first,
+        "view 30: {held:.2} dB after {HELD_FRAMES} held frames, {first:.2} on the first"
+    );
     let (first, held) = held_camera(Pattern::CpuRoundtrip, 100, HELD_FRAMES);
     assert!(
         held >= first - 1.0,
