@@ -11,7 +11,7 @@ fn run_with(name: &str, text: &str, extra: &[&str]) -> (String, std::path::PathB
     let dir = common::out_dir(&format!("bad_config_{name}"));
     let config = dir.join(format!("{name}.toml"));
     std::fs::write(&config, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+    let out = Command::new(common::demo_exe())
         .arg("--config")
         .arg(&config)
         .args(["headless", "--frames", "1", "--out"])
@@ -119,7 +119,7 @@ fn a_bad_output_size_on_the_command_line_is_checked_like_the_file() {
 
 #[test]
 fn a_missing_config_file_says_how_to_pick_another_once() {
-    let out = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+    let out = Command::new(common::demo_exe())
         .args(["--config", "/nonexistent/upscale.toml", "headless"])
         .output()
         .unwrap();
@@ -150,7 +150,7 @@ fn zero_counts_on_the_command_line_are_refused() {
             "error: --output-size: render.output_width = 0: must be 1..=16384 pixels",
         ),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+        let out = Command::new(common::demo_exe())
             .arg("headless")
             .args(args)
             .output()

@@ -178,7 +178,7 @@ fn run_model_runs_the_five_inputs_on_both_engines() {
     let mut results = Vec::new();
     for engine in ["in-stream", "ort"] {
         let output = dir.join(format!("{engine}.pb"));
-        let status = std::process::Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+        let status = std::process::Command::new(common::demo_exe())
             .args(&args)
             .arg("--output")
             .arg(&output)

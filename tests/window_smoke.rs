@@ -85,7 +85,7 @@ fn start_game(dir: &Path, display: &str) -> (Child, String) {
     )
     .unwrap();
     let log = std::fs::File::create(dir.join("game.log")).unwrap();
-    let game = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+    let game = Command::new(common::demo_exe())
         .arg("--config")
         .arg(&config)
         .arg("--summary")
@@ -162,7 +162,7 @@ fn a_refused_start_up_in_a_window_says_only_why() {
     let text = format!("[window]\nwidth = 320\nheight = 180\n[render]\nmsaa = {missing}\n");
     std::fs::write(&config, text).unwrap();
     let log = std::fs::File::create(dir.join("game.log")).unwrap();
-    let mut game = Command::new(env!("CARGO_BIN_EXE_upscale-demo"))
+    let mut game = Command::new(common::demo_exe())
         .arg("--config")
         .arg(&config)
         .args(["--exit-after-frames", "1"])

@@ -32,6 +32,21 @@ pub fn out_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The game's executable: `UPSCALE_DEMO_EXE` where a test binary runs away from its build tree
+/// (the GPU machine runs the carried test binaries beside the carried release binary), else the
+/// one Cargo built with the tests.
+pub fn demo_exe() -> PathBuf {
+    let Some(exe) = std::env::var_os("UPSCALE_DEMO_EXE").map(PathBuf::from) else {
+        return PathBuf::from(env!("CARGO_BIN_EXE_upscale-demo"));
+    };
+    assert!(
+        exe.is_file(),
+        "UPSCALE_DEMO_EXE={}: no such file (it names the game's executable)",
+        exe.display()
+    );
+    exe
+}
+
 /// Validation must be on unless the run explicitly turned it off (UPSCALE_VALIDATION=0): a
 /// missing layer must not pass as "0 errors".
 pub fn expect_validation() -> bool {

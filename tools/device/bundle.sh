@@ -9,11 +9,12 @@ cp -r assets models config.toml .devrun/
 sed -e 's/^output_width = 1280/output_width = 1920/' -e 's/^output_height = 720/output_height = 1080/' \
     config.toml > .devrun/config-1080.toml
 grep -q '^output_width = 1920' .devrun/config-1080.toml
-# ENGINE_TESTS=1: the in-stream engine's test binaries too (release, stripped), for
-# tools/device/h200_engine.sh (the cooperative-matrix tests cannot run here).
+# ENGINE_TESTS=1: the in-stream engine's test binaries and the temporal model's too (release,
+# stripped), for tools/device/h200_engine.sh (the cooperative-matrix tests cannot run here). Run
+# them with UPSCALE_DEMO_EXE naming .devrun/upscale-demo: their build path is not there.
 if [ "${ENGINE_TESTS:-0}" = 1 ]; then
     mkdir -p .devrun/tests
-    cargo test --release --no-run --test infer_fast --test infer_conv --test infer_ops \
+    cargo test --release --no-run --test infer_fast --test infer_conv --test infer_ops --test temporal_model \
         --message-format=json 2>/dev/null \
         | python3 -c 'import json,sys
 for l in sys.stdin:

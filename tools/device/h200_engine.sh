@@ -22,7 +22,7 @@ tests() {
     stamp "engine tests (validation on; the cooperative-matrix tests included)"
     for t in .devrun/tests/*; do
         echo "---- $(basename "$t")"
-        (cd .devrun && UPSCALE_VALIDATION=1 timeout "${TEST_TIMEOUT_S:-150}" "../$t" --include-ignored \
+        (cd .devrun && UPSCALE_DEMO_EXE="$PWD/upscale-demo" UPSCALE_VALIDATION=1 timeout "${TEST_TIMEOUT_S:-150}" "../$t" --include-ignored \
             --test-threads 1 2>&1) | grep -v '^\s*$' | tail -n 40
         echo "exit ${PIPESTATUS[0]}"
     done 2>&1 | tee "$RES/engine-tests.log"

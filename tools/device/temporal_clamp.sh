@@ -31,7 +31,7 @@ timeout "${BENCH_LIMIT_S:-150}" ./upscale-demo --config config.toml bench --patt
 cp "$R/bench/report.md" "$R/bench/report.json" "$R/res/" 2>/dev/null
 grep -E '^\| in-stream' "$R/res/report.md" | cut -d'|' -f3,4,6,7,10,17
 stamp "temporal_model tests (the held camera included), validation on"
-UPSCALE_VALIDATION=1 timeout "${TEMPORAL_TESTS_LIMIT_S:-120}" tests/temporal_model --include-ignored --test-threads 1 \
+UPSCALE_DEMO_EXE="$PWD/upscale-demo" UPSCALE_VALIDATION=1 timeout "${TEMPORAL_TESTS_LIMIT_S:-120}" tests/temporal_model --include-ignored --test-threads 1 \
     --nocapture > "$R/res/temporal-tests.log" 2>&1; echo "exit $?"
 grep -E "PSNR-Y|^test |test result" "$R/res/temporal-tests.log" | tail -n 16
 stamp "engine tests"

@@ -112,7 +112,9 @@ pub fn fill_inputs(
     let (ow, oh) = (2 * w, 2 * h);
     for y in 0..h {
         for x in 0..w {
-            let bounds = (kind == History::Clamped).then(|| color_box(&color.data, (w, h), (x, y)));
+            // The box clamps a warped history only: a reset's history is the frame itself.
+            let clamped = kind == History::Clamped && previous.is_some();
+            let bounds = clamped.then(|| color_box(&color.data, (w, h), (x, y)));
             for sub in 0..4 {
                 let (i, j) = (sub / 2, sub % 2);
                 let (ox, oy) = (2 * x + j, 2 * y + i);
