@@ -288,7 +288,7 @@ fn in_stream_and_cpu_roundtrip_run_it_as_its_definition_says_on_a_rendered_seque
     let mut source = FrameSource::temporal(&config, args.supersample).unwrap();
     let seq = sequences::sequences(source.world(), args.seed, 1, SEQUENCE_FRAMES).remove(0);
     source.start_sequence();
-    let mut previous: Option<Vec<half::f16>> = None;
+    let mut previous: Option<Vec<f32>> = None;
     let mut want = Vec::new();
     for t in 0..SEQUENCE_FRAMES as usize {
         let (camera, time) = seq.camera(t);
@@ -312,7 +312,7 @@ fn in_stream_and_cpu_roundtrip_run_it_as_its_definition_says_on_a_rendered_seque
         nchw_to_rgba8(&out.data, &mut rgba);
         let image = image::RgbaImage::from_raw(2 * w, 2 * h, rgba).unwrap();
         want.push(metrics::psnr_y(&image, &pair.hr));
-        let mut history = vec![half::f16::ZERO; image.as_raw().len()];
+        let mut history = vec![0.0; out.data.len()];
         temporal_inputs::keep_history(&out.data, &mut history);
         previous = Some(history);
     }

@@ -54,7 +54,8 @@ pub struct TemporalIo {
     output: (u32, u32),
 }
 
-/// One history texel: RGBA fp16 (`model::temporal`'s history definition).
+/// One history texel: RGBA fp16 (`model::temporal`'s history definition: fp16 values, which
+/// the host keeps as RGB f32).
 const HISTORY_TEXEL_BYTES: u64 = 4 * 2;
 
 #[repr(C)]

@@ -71,9 +71,9 @@ struct TemporalHost {
     zeros: (Vec<f32>, Vec<half::f16>),
     /// The model's inputs, allocated once.
     inputs: Vec<NamedTensor>,
-    /// The previous output as the history keeps it (`temporal::keep_history`: RGBA fp16,
-    /// output size), when there is one.
-    previous: Vec<half::f16>,
+    /// The previous output as the history keeps it (`temporal::keep_history`: RGB, fp16
+    /// values in f32, output size), when there is one.
+    previous: Vec<f32>,
     has_previous: bool,
     size: (usize, usize),
 }
@@ -138,7 +138,7 @@ impl CpuRoundtrip {
                 vec![half::f16::ZERO; 2 * size.0 * size.1],
             ),
             inputs: temporal::empty_inputs(size.0, size.1),
-            previous: vec![half::f16::ZERO; (ro.width * ro.height * 4) as usize],
+            previous: vec![0.0; (ro.width * ro.height * 3) as usize],
             has_previous: false,
             size,
         };
