@@ -195,9 +195,10 @@ fn fill_history(
         // it (each written in order); the clamp boxes of its render row beside it.
         let mut line = vec![[0.0; 3]; 2 * w];
         let mut boxes = vec![([0.0; 3], [0.0; 3]); if clamped { w } else { 0 }];
+        let mut scratch = vec![0u8; if clamped { 8 * w } else { 0 }];
         for y in rows.clone() {
-            for (x, b) in boxes.iter_mut().enumerate() {
-                *b = planes_in.color_box((x, y));
+            if clamped {
+                planes_in.row_boxes(y, &mut scratch, &mut boxes);
             }
             for i in 0..2 {
                 let oy = 2 * y + i;
@@ -335,27 +336,28 @@ struct Planes<'a> {
 }
 
 impl Planes<'_> {
-    /// The min and max per colour channel over the 3×3 pixels around `p`, clamped to the edge
-    /// (an edge pixel counted twice changes neither).
-    #[inline(always)]
-    fn color_box(&self, p: (usize, usize)) -> ([f32; 3], [f32; 3]) {
+    /// The colour boxes of render row `y`: per pixel the min and max per colour channel over
+    /// the 3×3 pixels around it, clamped to the edge (an edge pixel counted twice changes
+    /// neither). On the bytes, as v / 255 keeps their order: each column's min and max over
+    /// rows y − 1 ..= y + 1 (in `scratch`, 8 bytes per pixel), then over columns x − 1 ..= x + 1.
+    fn row_boxes(&self, y: usize, scratch: &mut [u8], boxes: &mut [([f32; 3], [f32; 3])]) {
         let (w, h) = self.size;
-        let xs = [p.0.saturating_sub(1), p.0, (p.0 + 1).min(w - 1)];
-        let ys = [p.1.saturating_sub(1), p.1, (p.1 + 1).min(h - 1)];
-        // On the bytes: v / 255 keeps their order, so the box of the values is the values of
-        // the box.
-        let (mut lo, mut hi) = ([u8::MAX; 3], [u8::MIN; 3]);
-        for y in ys {
-            for x in xs {
-                let px = &self.rgba[4 * (y * w + x)..][..3];
-                for c in 0..3 {
-                    lo[c] = lo[c].min(px[c]);
-                    hi[c] = hi[c].max(px[c]);
-                }
-            }
+        let row = |yy: usize| &self.rgba[4 * yy * w..4 * (yy + 1) * w];
+        let (above, here, below) = (row(y.saturating_sub(1)), row(y), row((y + 1).min(h - 1)));
+        let (lo, hi) = scratch.split_at_mut(4 * w);
+        for (i, (l, u)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
+            (*l, *u) = (
+                above[i].min(here[i]).min(below[i]),
+                above[i].max(here[i]).max(below[i]),
+            );
         }
-        let unorm = |v: [u8; 3]| v.map(|v| self.unorm[v as usize]);
-        (unorm(lo), unorm(hi))
+        for (x, b) in boxes.iter_mut().enumerate() {
+            let (l, m, r) = (4 * x.saturating_sub(1), 4 * x, 4 * (x + 1).min(w - 1));
+            let min = [0, 1, 2].map(|c| lo[l + c].min(lo[m + c]).min(lo[r + c]));
+            let max = [0, 1, 2].map(|c| hi[l + c].max(hi[m + c]).max(hi[r + c]));
+            let unorm = |v: [u8; 3]| v.map(|v| self.unorm[v as usize]);
+            *b = (unorm(min), unorm(max));
+        }
     }
 
     /// The previous output (RGB per pixel at twice the render size, [`keep_history`]) warped
