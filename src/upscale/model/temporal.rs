@@ -196,16 +196,18 @@ fn fill_history(
         let mut line = vec![[0.0; 3]; 2 * w];
         let mut boxes = vec![([0.0; 3], [0.0; 3]); if clamped { w } else { 0 }];
         let mut scratch = vec![0u8; if clamped { 8 * w } else { 0 }];
+        let kx: Vec<usize> = (0..2 * w).map(|ox| planes_in.render_pixel(ox, 0)).collect();
         for y in rows.clone() {
             if clamped {
                 planes_in.row_boxes(y, &mut scratch, &mut boxes);
             }
             for i in 0..2 {
                 let oy = 2 * y + i;
+                let ky = planes_in.render_pixel(oy, 1);
                 for (ox, rgb) in line.iter_mut().enumerate() {
                     *rgb = match previous {
                         Some(prev) => {
-                            let v = planes_in.warped(prev, (ox, oy));
+                            let v = planes_in.warped(prev, (ox, oy), ky * w + kx[ox]);
                             match boxes.get(ox / 2) {
                                 Some((lo, hi)) => [0, 1, 2].map(|c| v[c].max(lo[c]).min(hi[c])),
                                 None => v,
@@ -319,6 +321,9 @@ fn keep_history_in_bands(output: &[f32], history: &mut [f32], band: usize) {
     }
 }
 
+/// Render size / output size.
+const RATIO: f32 = 0.5;
+
 /// v / 255 for every byte v: the same bits as dividing each pixel's value, without a division.
 fn unorm_table() -> [f32; 256] {
     std::array::from_fn(|v| v as f32 / 255.0)
@@ -360,16 +365,20 @@ impl Planes<'_> {
         }
     }
 
+    /// The render pixel (one coordinate, `axis` 0 for x) whose motion output coordinate `o`
+    /// takes: floor((o + 0.5) · ratio + jitter), clamped to the frame.
+    fn render_pixel(&self, o: usize, axis: usize) -> usize {
+        let size = [self.size.0, self.size.1][axis] as i64;
+        (floor((o as f32 + 0.5) * RATIO + self.jitter[axis]) as i64).clamp(0, size - 1) as usize
+    }
+
     /// The previous output (RGB per pixel at twice the render size, [`keep_history`]) warped
-    /// to output pixel `o` of this frame.
+    /// to output pixel `o` of this frame, whose motion is render pixel `k`'s
+    /// ([`Self::render_pixel`] of each coordinate).
     #[inline(always)]
-    fn warped(&self, prev: &[f32], o: (usize, usize)) -> [f32; 3] {
-        const RATIO: f32 = 0.5;
+    fn warped(&self, prev: &[f32], o: (usize, usize), k: usize) -> [f32; 3] {
         let (w, h) = (self.size.0 as i64, self.size.1 as i64);
         let centre = (o.0 as f32 + 0.5, o.1 as f32 + 0.5);
-        let kx = (floor(centre.0 * RATIO + self.jitter[0]) as i64).clamp(0, w - 1);
-        let ky = (floor(centre.1 * RATIO + self.jitter[1]) as i64).clamp(0, h - 1);
-        let k = (ky * w + kx) as usize;
         let n = self.size.0 * self.size.1;
         let m = (self.motion[k], self.motion[n + k]);
         let q = (centre.0 - m.0 / RATIO, centre.1 - m.1 / RATIO);
