@@ -395,8 +395,8 @@ fn conv_chains_run_as_one_dispatch_with_the_reference_bits() {
     // (input channels, size, the two convs). Every pair fits lavapipe's 32 KB of shared memory
     // in fp32 at 4 rows or more (fused_conv::CHAIN_MIN_ROWS): the fast plan runs each as one
     // dispatch, and `run` checks that its fp32 output has the reference plan's bits (fp16:
-    // within 1e-2). Where fp16 runs on the matrix units (the GPU machine), which have no chain
-    // variant, fp16 stays two dispatches.
+    // within 1e-2). Where fp16 runs on the matrix units (a device with
+    // VK_KHR_cooperative_matrix), their chain variant runs it as one dispatch too.
     let cases = vec![
         // fast_x2's shape: 3x3 3->12 ReLU, 3x3 12->12; odd sizes (partial tiles).
         (
@@ -486,9 +486,7 @@ fn conv_chains_run_as_one_dispatch_with_the_reference_bits() {
         for precision in [Precision::Fp32, Precision::Fp16] {
             let (labels, notes) = fast_plan(&m, &shape, precision);
             if on_matrix_units(precision) {
-                // Each conv its own dispatch on the matrix units.
-                assert_eq!(labels.len(), 2, "{what} {precision}: {labels:?}\n{notes:?}");
-                continue;
+                println!("{what} {precision}: on the matrix units: {labels:?}");
             }
             assert_eq!(labels.len(), 1, "{what} {precision}: {labels:?}\n{notes:?}");
             assert!(labels[0].contains("conv0+conv1"), "{what}: {labels:?}");

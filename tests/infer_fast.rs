@@ -193,6 +193,26 @@ fn coopmat_matches_the_reference_within_two_steps() {
             "{}",
             report.join("\n")
         );
+        // Chains on the matrix units: fast_x2's two convs in one dispatch; quality_x2's 16 ->
+        // 16 pairs conv2+3, conv4+5 and conv6+7 (conv1's output is also the long skip, and
+        // conv8 adds that skip as it stages its input, so neither chains).
+        let plan = infer::plan_upscaler_with(&path, w, h, &options).unwrap();
+        let chains = plan
+            .notes
+            .iter()
+            .filter(|n| n.contains("one dispatch for two convs"))
+            .count();
+        let expected = if name == "fast_x2.onnx" {
+            (1, 1)
+        } else {
+            (5, 3)
+        };
+        assert_eq!(
+            (plan.ops.len(), chains),
+            expected,
+            "{name}:\n{}",
+            report.join("\n")
+        );
         let packed = PlanOptions {
             coopmat: None,
             ..options.clone()

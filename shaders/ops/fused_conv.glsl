@@ -102,11 +102,16 @@ layout(push_constant) uniform Push {
 // (the matrix kernel, CHUNK = 16) it is held as vectors of four channels with S_PAD channels
 // of padding per pixel: the stores are vectors, and with a 48-byte pixel stride the 16 rows of
 // a matrix load fall in different shared-memory banks.
+// S_COLS: the tile's row stride in pixels (a chain on the matrix units widens it to whole
+// segments of the head's output, fused_chain_coopmat.glsl).
+#ifndef S_COLS
+#define S_COLS TILE_COLS
+#endif
 #ifdef STAGE_VEC4
 const uint S_STRIDE = CHUNK + S_PAD;
-shared sfpvec4 s_in[TILE_ROWS * TILE_COLS * S_STRIDE / 4u];
+shared sfpvec4 s_in[TILE_ROWS * S_COLS * S_STRIDE / 4u];
 #else
-shared sfp s_in[TILE_ROWS * TILE_COLS * CHUNK];
+shared sfp s_in[TILE_ROWS * S_COLS * CHUNK];
 #endif
 
 // Stages input channels c0..c0+CHUNK of the work group's tile (zero outside the image and past

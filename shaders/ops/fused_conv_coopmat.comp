@@ -1,5 +1,5 @@
 #version 450
-// variants: IMAGE_IN IMAGE_OUT
+// variants: IMAGE_IN IMAGE_OUT CHAIN
 // compiler: glslang
 // Fused convolution on the matrix units (VK_KHR_cooperative_matrix), fp16 storage, fp32
 // accumulation: the conv as an implicit GEMM. Rows (M) are CM_M consecutive output pixels of
@@ -15,7 +15,8 @@
 // inside the image, the accumulators get the bias, activation and residual as matrices and
 // are stored straight into the output tensor (one strided store); elsewhere the sums go
 // through a small per-subgroup scratch in shared memory to the common epilogue
-// (fused_conv.glsl).
+// (fused_conv.glsl). CHAIN: the input tile is not loaded but computed by the same work group,
+// as the output of the conv before this one, on the matrix units (fused_chain_coopmat.glsl).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -33,6 +34,10 @@ layout(constant_id = 18) const uint SEGS = 8u;
 layout(constant_id = 21) const uint SUBGROUPS = 4u;
 // The invocations that stage the input tile (the whole work group).
 #define STAGE_THREADS (SUBGROUPS * SUBGROUP)
+#ifdef CHAIN
+// The staged tile's rows hold whole segments of the head's output (fused_chain_coopmat.glsl).
+#define S_COLS ((TILE_COLS + CM_M - 1u) / CM_M * CM_M)
+#endif
 #include "ops/fused_conv.glsl"
 
 layout(local_size_x_id = 20) in;
@@ -59,6 +64,9 @@ uvec2 seg_at(uint sg, uint s) {
 
 // Invocations per pixel in the epilogue (a subgroup wider than a segment splits the channels).
 const uint GROUPS = SUBGROUP > CM_M ? SUBGROUP / CM_M : 1u;
+#ifdef CHAIN
+#include "ops/fused_chain_coopmat.glsl"
+#endif
 
 // Weights as [oc block][tap][input channel, padded to icp][16 output channels]: for a tap
 // and CM_K channels, B is a CM_K × 16 row-major block.
@@ -112,7 +120,12 @@ void main() {
 #endif
     for (uint c0 = 0u; c0 < p.ic; c0 += CHUNK) {
         barrier();
+#ifdef CHAIN
+        // One pass: the planner gives a chain only where the head's output is one chunk.
+        chain_stage(gl_LocalInvocationIndex, sg);
+#else
         stage_chunk(c0, gl_LocalInvocationIndex);
+#endif
         barrier();
         if (columns()) {
             // A subgroup owns a column of segments, one per tile row: the A matrix of staged
@@ -133,7 +146,7 @@ void main() {
                     }
                     [[unroll]] for (uint sr = 0u; sr < TILE_ROWS; ++sr) {
                         coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> a;
-                        coopMatLoad(a, s_in, ((sr * TILE_COLS + col0 + kx) * S_STRIDE + kt * CM_K) / 4u,
+                        coopMatLoad(a, s_in, ((sr * S_COLS + col0 + kx) * S_STRIDE + kt * CM_K) / 4u,
                                     S_STRIDE / 4u, gl_CooperativeMatrixLayoutRowMajor);
                         [[unroll]] for (uint ky = 0u; ky < KH; ++ky) {
                             if (sr >= ky && sr - ky < SEGS) {
@@ -164,7 +177,7 @@ void main() {
                         uint row = at.y + ky;
                         uint col = at.x * CM_M + kx;
                         coopmat<float16_t, gl_ScopeSubgroup, CM_M, CM_K, gl_MatrixUseA> a;
-                        coopMatLoad(a, s_in, ((row * TILE_COLS + col) * S_STRIDE + kt * CM_K) / 4u,
+                        coopMatLoad(a, s_in, ((row * S_COLS + col) * S_STRIDE + kt * CM_K) / 4u,
                                     S_STRIDE / 4u, gl_CooperativeMatrixLayoutRowMajor);
                         [[unroll]] for (uint n = 0u; n < N_TILES; ++n) {
                             acc[s][n] = coopMatMulAdd(a, b[n], acc[s][n]);

@@ -175,23 +175,30 @@ pub fn tiling(
     }
 }
 
-/// The first conv of a conv → conv chain, run inside its reader's dispatch (the packed
-/// kernel's CHAIN variant, `shaders/ops/fused_chain.glsl`): its output tile is computed into
-/// the shared memory its reader stages from (halo recomputed), and never stored.
+/// The first conv of a conv → conv chain, run inside its reader's dispatch (the CHAIN variants:
+/// `shaders/ops/fused_chain.glsl` on the packed kernel, `fused_chain_coopmat.glsl` on the
+/// matrix units): its output tile is computed into the shared memory its reader stages from
+/// (halo recomputed), and never stored.
 pub struct Head {
     pub geo: Geometry,
     pub act: Activation,
-    /// Its input channels as staged (rounded up to a multiple of 4): the weights' stride.
+    /// Its input channels as staged: the weights' channel stride (packed: rounded up to a
+    /// multiple of 4; matrix units: 8 for a thin input, else 16).
     pub chunk: usize,
+    /// Kernel columns per matrix product (matrix units, thin input: 2; else 1).
+    pub tap_group: usize,
     /// Graph nodes it runs, for the plan's report.
     pub nodes: Vec<String>,
+    /// ONNX-layout weights, packed for the kernel in `weights`.
+    onnx_weights: Vec<f32>,
     weights: Vec<f32>,
     bias: Vec<f32>,
     gpu: Option<ConvGpu>,
 }
 
 impl Head {
-    /// The head conv of this geometry, activation and ONNX-layout weights.
+    /// The head conv of this geometry, activation and ONNX-layout weights, packed for the
+    /// packed kernel (`for_kernel` repacks it for the matrix units).
     pub fn new(
         geo: Geometry,
         act: Activation,
@@ -202,13 +209,40 @@ impl Head {
         let chunk = chain_chunk(geo.in_c);
         Head {
             weights: pack_weights(&geo, chunk, geo.kernel[1], weights),
+            onnx_weights: weights.to_vec(),
             geo,
             act,
             chunk,
+            tap_group: 1,
             nodes,
             bias,
             gpu: None,
         }
+    }
+
+    /// This head with its weights laid out for `kernel`: on the matrix units, staged as
+    /// [`coopmat_head_staging`] says.
+    pub fn for_kernel(mut self, kernel: Kernel) -> Self {
+        let (chunk, tap_group) = match kernel {
+            Kernel::Packed => (chain_chunk(self.geo.in_c), 1),
+            Kernel::CoopMat(cm) => coopmat_head_staging(self.geo.in_c, cm),
+        };
+        let kw_stage = self.geo.kernel[1].div_ceil(tap_group) * tap_group;
+        self.weights = pack_weights(&self.geo, chunk, kw_stage, &self.onnx_weights);
+        self.chunk = chunk;
+        self.tap_group = tap_group;
+        self
+    }
+}
+
+/// How a chain head on the matrix units stages its input per pixel: (channels, taps per
+/// product). A thin input (at most 8 channels) as 8 channels: two taps per product where K is
+/// 16, as the unfused thin conv runs, one where K divides 8; else 16 channels, one tap.
+pub fn coopmat_head_staging(in_c: usize, cm: CoopMat) -> (usize, usize) {
+    match (in_c <= 8, cm.k) {
+        (true, 16) => (8, 2),
+        (true, k) if 8usize.is_multiple_of(k) => (8, 1),
+        _ => (16, 1),
     }
 }
 
@@ -281,6 +315,95 @@ pub fn chain_shared_bytes(
     let head_rows = rows + head.kernel[0] - 1;
     let head_cols = cols + head.kernel[1] - 1;
     (rows * cols * t.chunk + head_rows * head_cols * chain_chunk(head.in_c)) * size
+}
+
+/// The tallest of 4 and 2 rows a chain on the matrix units takes (fewer recomputed halo rows
+/// first). `UPSCALE_COOPMAT_CHAIN_ROWS` overrides it for measurements.
+const COOPMAT_CHAIN_ROWS: [usize; 2] = [4, 2];
+
+/// Why a conv → conv pair cannot run as one chain dispatch on the matrix units (the plan's
+/// note), or the reader's tiling: it stages the head's output (at most 16 channels, one chunk)
+/// in rows widened to whole segments of `cm.m` pixels, the head's input region beside it
+/// (`coopmat_chain_shared_bytes`). The first that fits of: 4 rows padded, 4 unpadded, 2
+/// padded, 2 unpadded; never padded where the reader has a `tail` (its scalar epilogue, as
+/// the unfused tail).
+pub fn coopmat_chain_tiling(
+    head: &Geometry,
+    reader: &Geometry,
+    cm: CoopMat,
+    max_shared: usize,
+    tail: bool,
+) -> std::result::Result<Tiling, String> {
+    if head.in_c > 16 || head.out_c > OC_TILE {
+        return Err(format!(
+            "the head has {} input and {} output channels (a chain takes at most 16 of each)",
+            head.in_c, head.out_c
+        ));
+    }
+    if reader.in_c != head.out_c {
+        return Err("the reader's input is not the head's output".into());
+    }
+    if !16usize.is_multiple_of(cm.k) || !OC_TILE.is_multiple_of(cm.n) || !cm.n.is_multiple_of(4) {
+        return Err(format!(
+            "the matrix shape {}x{}x{} does not divide a 16-channel block",
+            cm.m, cm.n, cm.k
+        ));
+    }
+    let rows: Vec<usize> = match std::env::var("UPSCALE_COOPMAT_CHAIN_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(r) => vec![r],
+        None => COOPMAT_CHAIN_ROWS.to_vec(),
+    };
+    let pads: &[usize] = if tail { &[0] } else { &[COOPMAT_PAD, 0] };
+    let tilings: Vec<Tiling> = rows
+        .into_iter()
+        .flat_map(|tile_h| {
+            pads.iter().map(move |&pad| Tiling {
+                tile_w: 64,
+                tile_h,
+                chunk: 16,
+                icp: 16,
+                pad,
+                subgroups: COOPMAT_SUBGROUPS,
+                tap_group: 1,
+            })
+        })
+        .filter(|t| (t.tile_w / cm.m * t.tile_h).is_multiple_of(t.subgroups))
+        .collect();
+    let bytes = |t: &Tiling| coopmat_chain_shared_bytes(t, head, reader, cm);
+    tilings
+        .iter()
+        .find(|t| bytes(t) <= max_shared)
+        .copied()
+        .ok_or_else(|| match tilings.last() {
+            Some(t) => format!(
+                "its tiles need {} bytes of shared memory at {} rows (the device has {max_shared})",
+                bytes(t),
+                t.tile_h
+            ),
+            None => format!("no tile of {}-pixel segments fits four subgroups", cm.m),
+        })
+}
+
+/// Shared memory of a chain's dispatch on the matrix units: the reader's staged tile (rows
+/// widened to whole segments), the head's input region, the per-subgroup scratch and the two
+/// bias tiles.
+pub fn coopmat_chain_shared_bytes(
+    t: &Tiling,
+    head: &Geometry,
+    reader: &Geometry,
+    cm: CoopMat,
+) -> usize {
+    let rows = t.tile_h + reader.kernel[0] - 1;
+    let cols = (t.tile_w + reader.kernel[1] - 1).div_ceil(cm.m) * cm.m;
+    let (a_chunk, a_tap) = coopmat_head_staging(head.in_c, cm);
+    let a_kw = head.kernel[1].div_ceil(a_tap) * a_tap;
+    let head_rows = rows + head.kernel[0] - 1;
+    let head_cols = cols + a_kw - 1;
+    (rows * cols * (t.chunk + t.pad) + head_rows * head_cols * a_chunk) * 2
+        + (t.subgroups + 2) * cm.m * OC_TILE * 4
 }
 
 /// ONNX weights `[M][C][kH][kW]` → `[oc block][tap][input channel padded to icp][16]`, the taps
@@ -441,14 +564,14 @@ impl FusedConv {
     /// `new`) must then be the head's input, and the tiling a `chain_tiling`.
     pub fn with_head(mut self, head: Head) -> Self {
         assert!(
-            self.kernel == Kernel::Packed && self.fusion.input_add.is_none(),
-            "a chain runs on the packed kernel, without an input Add"
+            self.fusion.input_add.is_none(),
+            "a chain runs without an input Add"
         );
         assert!(
             self.geo.in_c <= self.tiling.chunk,
             "a chain's reader stages the head's output in one chunk"
         );
-        self.head = Some(head);
+        self.head = Some(head.for_kernel(self.kernel));
         self
     }
 
@@ -527,13 +650,14 @@ impl FusedConv {
         // IN_ADD is constant 23 in both kernels.
         spec.push(self.fusion.input_add.is_some() as u32);
         if let Some(h) = &self.head {
-            // fused_chain.glsl's 24..=27.
+            // fused_chain.glsl's 24..=27 (fused_chain_coopmat.glsl's 24..=28).
             spec.extend(
                 [
                     h.geo.kernel[0],
                     h.geo.kernel[1],
                     h.act.kind as usize,
                     h.chunk,
+                    h.tap_group,
                 ]
                 .map(|v| v as u32),
             );
@@ -559,7 +683,7 @@ impl FusedConv {
         let image_in = self.fusion.image_in;
         let image_out = self.fusion.tail.is_some();
         let spirv: &'static [u8] = match (self.kernel, precision, image_in, image_out) {
-            _ if self.head.is_some() => chain_spirv(precision, image_in, image_out),
+            _ if self.head.is_some() => chain_spirv(self.kernel, precision, image_in, image_out),
             (Kernel::CoopMat(_), _, false, false) => shader!("ops/fused_conv_coopmat.comp"),
             (Kernel::CoopMat(_), _, true, false) => {
                 shader!("ops/fused_conv_coopmat.comp", "image_in")
@@ -817,8 +941,21 @@ impl Op for FusedConv {
     }
 }
 
-/// The packed kernel's chain variant (fused_conv.comp built with CHAIN).
-fn chain_spirv(precision: Precision, image_in: bool, image_out: bool) -> &'static [u8] {
+/// The chain variant (built with CHAIN) of the matrix kernel or the packed one.
+fn chain_spirv(
+    kernel: Kernel,
+    precision: Precision,
+    image_in: bool,
+    image_out: bool,
+) -> &'static [u8] {
+    if let Kernel::CoopMat(_) = kernel {
+        return match (image_in, image_out) {
+            (false, false) => shader!("ops/fused_conv_coopmat.comp", "chain"),
+            (true, false) => shader!("ops/fused_conv_coopmat.comp", "image_in.chain"),
+            (false, true) => shader!("ops/fused_conv_coopmat.comp", "image_out.chain"),
+            (true, true) => shader!("ops/fused_conv_coopmat.comp", "image_in.image_out.chain"),
+        };
+    }
     match (precision, image_in, image_out) {
         (Precision::Fp32, false, false) => shader!("ops/fused_conv.comp", "chain"),
         (Precision::Fp32, true, false) => shader!("ops/fused_conv.comp", "image_in.chain"),
@@ -953,6 +1090,56 @@ mod tests {
         // A head over more than 16 channels, or a reader of something else: refused.
         assert!(chain_tiling(&geo(20, 16, 3), &b, Precision::Fp16, 49152).is_err());
         assert!(chain_tiling(&a, &geo(12, 16, 3), Precision::Fp16, 49152).is_err());
+    }
+
+    #[test]
+    fn coopmat_chain_tiling_widens_rows_to_segments_and_fits_both_tiles() {
+        let geo = |in_c, out_c, k: usize| Geometry {
+            in_c,
+            in_h: 8,
+            in_w: 8,
+            out_c,
+            out_h: 8,
+            out_w: 8,
+            kernel: [k, k],
+            stride: [1, 1],
+            dilation: [1, 1],
+            pad: [k / 2, k / 2],
+            groups: 1,
+        };
+        // fast_x2: a thin head (3 -> 12, staged as 8 channels, two taps per product, width
+        // rounded to 4) and a tail reader, unpadded, 4 rows: 6 rows x 80 columns (66 rounded
+        // to segments) x 16 halves, 8 x 83 x 8 halves for the head, six 16 x 16 f32 tiles.
+        let (head, reader) = (geo(3, 12, 3), geo(12, 12, 3));
+        assert_eq!(coopmat_head_staging(3, CM), (8, 2));
+        // K = 8 (lavapipe's 8 x 8 x 8): one tap of 8 channels per product.
+        assert_eq!(coopmat_head_staging(3, CoopMat { k: 8, ..CM }), (8, 1));
+        let t = coopmat_chain_tiling(&head, &reader, CM, 49152, true).unwrap();
+        assert_eq!(
+            (t.tile_w, t.tile_h, t.chunk, t.icp, t.pad),
+            (64, 4, 16, 16, 0)
+        );
+        let bytes = coopmat_chain_shared_bytes(&t, &head, &reader, CM);
+        assert_eq!(bytes, (6 * 80 * 16 + 8 * 83 * 8) * 2 + 6 * 16 * 16 * 4);
+        // Not a tail: padded staging where it fits.
+        let t = coopmat_chain_tiling(&head, &reader, CM, 49152, false).unwrap();
+        assert_eq!((t.tile_h, t.pad), (4, 8));
+        // Two 16-channel 3x3 convs (quality_x2's pairs): padded, 4 rows need 50,176 bytes,
+        // over 48 KB; unpadded 4 rows fit (42,496).
+        let (a, b) = (geo(16, 16, 3), geo(16, 16, 3));
+        assert_eq!(coopmat_head_staging(16, CM), (16, 1));
+        let t = coopmat_chain_tiling(&a, &b, CM, 49152, false).unwrap();
+        assert_eq!((t.tile_h, t.pad), (4, 0));
+        assert_eq!(coopmat_chain_shared_bytes(&t, &a, &b, CM), 42496);
+        // Within 32 KB only 2 rows fit.
+        let t = coopmat_chain_tiling(&a, &b, CM, 32768, false).unwrap();
+        assert_eq!(t.tile_h, 2);
+        // Refused, with the reason: too little shared memory, too many channels, a reader of
+        // something else.
+        let why = coopmat_chain_tiling(&a, &b, CM, 16384, false).unwrap_err();
+        assert!(why.contains("bytes of shared memory at 2 rows"), "{why}");
+        assert!(coopmat_chain_tiling(&geo(20, 16, 3), &b, CM, 49152, false).is_err());
+        assert!(coopmat_chain_tiling(&a, &geo(12, 16, 3), CM, 49152, false).is_err());
     }
 
     #[test]

@@ -37,6 +37,17 @@ fn is(node: &NodeProto, op_type: &str) -> bool {
     node.op_type == op_type && node.domain.is_empty()
 }
 
+/// Which heads chain on the matrix units. `UPSCALE_COOPMAT_CHAINS` = `none`, `thin` (heads
+/// over at most 8 input channels, e.g. the first conv on RGB) or `all` (any head the chain's
+/// tiling takes), for measurements; `all` by default.
+fn coopmat_chain_allowed(head: &Geometry) -> std::result::Result<(), String> {
+    match std::env::var("UPSCALE_COOPMAT_CHAINS").as_deref() {
+        Ok("none") => Err("UPSCALE_COOPMAT_CHAINS=none".into()),
+        Ok("thin") if head.in_c > 8 => Err("UPSCALE_COOPMAT_CHAINS=thin".into()),
+        _ => Ok(()),
+    }
+}
+
 /// Resize nodes that a tail may absorb as its bilinear base: linear, reading a graph input,
 /// read by one Add. They are built on their own only if no tail takes them.
 pub(super) fn deferred_bases(
@@ -202,15 +213,28 @@ impl<'g> Builder<'g> {
             Some(c) if c.reader == i && c.output == parts.x && c.op + 1 == self.ops.len() => {
                 let why = if fusion.input_add.is_some() {
                     Err("this conv adds a residual to its input as it stages it".to_string())
-                } else if kernel != Kernel::Packed {
-                    Err("the matrix-unit kernel has no chain variant (each conv stays its own dispatch)".to_string())
                 } else {
-                    fused_conv::chain_tiling(
-                        &c.head.geo,
-                        &g,
-                        self.options.precision,
-                        self.options.max_shared_memory,
-                    )
+                    // The head runs on the reader's kernel, whichever it had alone.
+                    match kernel {
+                        Kernel::Packed => fused_conv::chain_tiling(
+                            &c.head.geo,
+                            &g,
+                            self.options.precision,
+                            self.options.max_shared_memory,
+                        ),
+                        Kernel::CoopMat(cm) => {
+                            coopmat_chain_allowed(&c.head.geo).and_then(|()| {
+                                // Padded staging; a tail (found below) re-tiles unpadded.
+                                fused_conv::coopmat_chain_tiling(
+                                    &c.head.geo,
+                                    &g,
+                                    cm,
+                                    self.options.max_shared_memory,
+                                    false,
+                                )
+                            })
+                        }
+                    }
                 };
                 match why {
                     Ok(t) => Some((c, t)),
@@ -271,12 +295,27 @@ impl<'g> Builder<'g> {
                 absorbed.extend(nodes);
                 last = &graph.nodes[end];
                 out_shape = vec![1, 3, g.out_h * tail.block, g.out_w * tail.block];
-                // The tail's tiling (it needs no more shared memory than the one that fit),
-                // unless a chain's tiling was chosen for both tiles.
-                if chain.is_none() {
-                    if let Some(t) = self.kernel_for(&g, true) {
-                        (kernel, tiling) = t;
+                // The tail's tiling (it needs no more shared memory than the one that fit);
+                // a chain on the matrix units re-tiles for the tail (unpadded: never more
+                // bytes), a packed chain keeps the tiling chosen for both tiles.
+                match (&chain, kernel) {
+                    (None, _) => {
+                        if let Some(t) = self.kernel_for(&g, true) {
+                            (kernel, tiling) = t;
+                        }
                     }
+                    (Some((c, _)), Kernel::CoopMat(cm)) => {
+                        if let Ok(t) = fused_conv::coopmat_chain_tiling(
+                            &c.head.geo,
+                            &g,
+                            cm,
+                            self.options.max_shared_memory,
+                            true,
+                        ) {
+                            tiling = t;
+                        }
+                    }
+                    (Some(_), Kernel::Packed) => {}
                 }
             }
         }
@@ -294,22 +333,21 @@ impl<'g> Builder<'g> {
             }
             None => format!("{}:{short}", types.join("+")),
         };
-        // This conv as a chain head for its reader: a plain conv (+ activation) on the packed
-        // kernel whose output one conv reads, as its input, and nothing else.
+        // This conv as a chain head for its reader: a plain conv (+ activation) whose output
+        // one conv reads, as its input, and nothing else.
         let candidate = (fusion.residual.is_none()
             && fusion.input_add.is_none()
             && fusion.tail.is_none()
-            && chain.is_none()
-            && kernel == Kernel::Packed)
-            .then(|| self.sole_consumer(last))
-            .flatten()
-            .filter(|&r| {
-                let reader = &graph.nodes[r];
-                is(reader, "Conv")
-                    && reader.input.first() == Some(&last.output[0])
-                    && !reader.input[1..].contains(&last.output[0])
-                    && !graph.outputs.contains(&last.output[0])
-            });
+            && chain.is_none())
+        .then(|| self.sole_consumer(last))
+        .flatten()
+        .filter(|&r| {
+            let reader = &graph.nodes[r];
+            is(reader, "Conv")
+                && reader.input.first() == Some(&last.output[0])
+                && !reader.input[1..].contains(&last.output[0])
+                && !graph.outputs.contains(&last.output[0])
+        });
         let head = candidate.map(|_| {
             Head::new(
                 g.clone(),
