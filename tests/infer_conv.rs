@@ -366,16 +366,21 @@ fn chain_model(
     (m, random(c * h * w, 30, -1.0, 1.0))
 }
 
-/// The fast plan's op labels and notes for `m` on this device in `precision`.
+/// The fast plan's op labels and notes for `m` on this device in `precision` (`coopmat_chains`:
+/// chains on the matrix units too).
 fn fast_plan(
     m: &onnx_protobuf::ModelProto,
     shape: &[usize],
     precision: upscale_demo::infer::Precision,
+    coopmat_chains: bool,
 ) -> (Vec<String>, Vec<String>) {
     use upscale_demo::infer::{Graph, Plan, PlanOptions};
     let gpu = infer_support::gpu();
     let graph = Graph::from_model(m, "<memory>").unwrap();
-    let options = PlanOptions::fast(&gpu.info, precision, false);
+    let options = PlanOptions {
+        coopmat_chains,
+        ..PlanOptions::fast(&gpu.info, precision, false)
+    };
     let plan = Plan::with_options(&graph, &[shape.to_vec()], &options).unwrap();
     let labels = plan.ops.iter().map(|op| op.label().to_string()).collect();
     (labels, plan.notes.clone())
@@ -396,7 +401,9 @@ fn conv_chains_run_as_one_dispatch_with_the_reference_bits() {
     // in fp32 at 4 rows or more (fused_conv::CHAIN_MIN_ROWS): the fast plan runs each as one
     // dispatch, and `run` checks that its fp32 output has the reference plan's bits (fp16:
     // within 1e-2). Where fp16 runs on the matrix units (a device with
-    // VK_KHR_cooperative_matrix), their chain variant runs it as one dispatch too.
+    // VK_KHR_cooperative_matrix), the plan keeps two dispatches and says why (chains are slower
+    // there), and with `coopmat_chains` their chain variant runs it as one dispatch (`run`
+    // checks its output too).
     let cases = vec![
         // fast_x2's shape: 3x3 3->12 ReLU, 3x3 12->12; odd sizes (partial tiles).
         (
@@ -484,9 +491,24 @@ fn conv_chains_run_as_one_dispatch_with_the_reference_bits() {
         let (m, x) = chain_model(c, size, convs, false);
         let shape = [1, c, size[0], size[1]];
         for precision in [Precision::Fp32, Precision::Fp16] {
-            let (labels, notes) = fast_plan(&m, &shape, precision);
             if on_matrix_units(precision) {
-                println!("{what} {precision}: on the matrix units: {labels:?}");
+                // A reader on the matrix units keeps two dispatches and says why; a thin one
+                // that runs packed (K < 16: lavapipe's 8x8x8) chains on the packed kernel.
+                let (labels, notes) = fast_plan(&m, &shape, precision, false);
+                let slower = notes
+                    .iter()
+                    .any(|n| n.contains("slower than two dispatches"));
+                let packed_chain = notes
+                    .iter()
+                    .any(|n| n.contains("one dispatch for two convs"));
+                assert!(
+                    (labels.len() == 2 && slower) || (labels.len() == 1 && packed_chain),
+                    "{what} {precision}: {labels:?}\n{notes:?}"
+                );
+            }
+            let (labels, notes) = fast_plan(&m, &shape, precision, true);
+            if on_matrix_units(precision) {
+                println!("{what} {precision}: chained on the matrix units: {labels:?}");
             }
             assert_eq!(labels.len(), 1, "{what} {precision}: {labels:?}\n{notes:?}");
             assert!(labels[0].contains("conv0+conv1"), "{what}: {labels:?}");
@@ -516,7 +538,7 @@ fn conv_pairs_that_cannot_chain_stay_two_dispatches_and_say_why() {
     // be stored.
     let (m, x) = chain_model(8, [6, 10], [three(), three()], true);
     let shape = [1, 8, 6, 10];
-    let (labels, notes) = fast_plan(&m, &shape, Precision::Fp32);
+    let (labels, notes) = fast_plan(&m, &shape, Precision::Fp32, false);
     assert_eq!(
         labels,
         ["Conv+Relu:conv0", "Conv+Relu+Add:conv1"],
@@ -534,7 +556,7 @@ fn conv_pairs_that_cannot_chain_stay_two_dispatches_and_say_why() {
     };
     let (m, x) = chain_model(16, [6, 10], [five(), five()], false);
     let shape = [1, 16, 6, 10];
-    let (labels, notes) = fast_plan(&m, &shape, Precision::Fp32);
+    let (labels, notes) = fast_plan(&m, &shape, Precision::Fp32, false);
     assert_eq!(labels.len(), 2, "{labels:?}\n{notes:?}");
     assert!(
         notes

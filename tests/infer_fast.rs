@@ -8,9 +8,10 @@
 //! - fp16 within 2/255 per channel of fp32 on the same frame;
 //! - what the plan chose is what the issue asks: one dispatch per conv, no conversion passes.
 //!
-//! The cooperative-matrix kernel cannot run on lavapipe (no VK_KHR_cooperative_matrix): its
-//! tests are `#[ignore]`d here with that reason and run on the GPU machine with
-//! `--include-ignored` (tools/device/h200_engine.sh), where they fail if the device lacks it.
+//! The cooperative-matrix kernel cannot run on Debian 12's lavapipe (no
+//! VK_KHR_cooperative_matrix): its tests are `#[ignore]`d here with that reason and run with
+//! `--include-ignored` on the GPU machine (tools/device/engine_chains.sh) and on Mesa 26's
+//! lavapipe in a chroot (tools/lavapipe_coopmat.sh), where they fail if the device lacks it.
 
 mod infer_support;
 
@@ -175,7 +176,7 @@ fn the_reference_plan_converts_in_and_out() {
 /// The matrix-unit kernel against the fp32 reference on the shipped models and against the
 /// packed fp16 kernel; needs VK_KHR_cooperative_matrix.
 #[test]
-#[ignore = "needs VK_KHR_cooperative_matrix (lavapipe has none): runs on the GPU machine with --include-ignored"]
+#[ignore = "needs VK_KHR_cooperative_matrix (Debian 12's lavapipe has none): runs on the GPU machine and in tools/lavapipe_coopmat.sh"]
 fn coopmat_matches_the_reference_within_two_steps() {
     let gpu = gpu();
     let cm = infer::plan::choose_coopmat(&gpu.info)
@@ -193,25 +194,42 @@ fn coopmat_matches_the_reference_within_two_steps() {
             "{}",
             report.join("\n")
         );
-        // Chains on the matrix units: fast_x2's two convs in one dispatch; quality_x2's 16 ->
-        // 16 pairs conv2+3, conv4+5 and conv6+7 (conv1's output is also the long skip, and
-        // conv8 adds that skip as it stages its input, so neither chains).
-        let plan = infer::plan_upscaler_with(&path, w, h, &options).unwrap();
-        let chains = plan
-            .notes
-            .iter()
-            .filter(|n| n.contains("one dispatch for two convs"))
-            .count();
-        let expected = if name == "fast_x2.onnx" {
-            (1, 1)
-        } else {
-            (5, 3)
+        // No chains on the matrix units by default (slower there); with `coopmat_chains`
+        // fast_x2's two convs are one dispatch and quality_x2's 16 -> 16 pairs conv2+3,
+        // conv4+5 and conv6+7 (conv1's output is also the long skip, and conv8 adds that skip
+        // as it stages its input, so neither chains), within the same 2/255.
+        let chained_options = PlanOptions {
+            coopmat_chains: true,
+            ..options.clone()
         };
-        assert_eq!(
-            (plan.ops.len(), chains),
-            expected,
-            "{name}:\n{}",
-            report.join("\n")
+        let fast = name == "fast_x2.onnx";
+        for (o, expected) in [
+            (&options, if fast { (2, 0) } else { (8, 0) }),
+            (&chained_options, if fast { (1, 1) } else { (5, 3) }),
+        ] {
+            let plan = infer::plan_upscaler_with(&path, w, h, o).unwrap();
+            let chains = plan
+                .notes
+                .iter()
+                .filter(|n| n.contains("one dispatch for two convs"))
+                .count();
+            assert_eq!(
+                (plan.ops.len(), chains),
+                expected,
+                "{name}, coopmat_chains {}:\n{}",
+                o.coopmat_chains,
+                plan.report().join("\n")
+            );
+        }
+        let (chained, _) = run(&gpu, &path, w, h, &chained_options);
+        let (max_c, count_c) = max_diff(&chained, &reference);
+        println!(
+            "{name}: chained on the matrix units vs fp32 reference: max {max_c}/255 \
+             ({count_c} channels differ)"
+        );
+        assert!(
+            max_c <= 2,
+            "{name}: the chained plan is {max_c}/255 from the fp32 reference"
         );
         let packed = PlanOptions {
             coopmat: None,

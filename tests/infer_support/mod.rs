@@ -137,7 +137,9 @@ pub struct Ran {
 /// the way it also runs every other plan this device has and checks them against it:
 /// - the fused fast path in fp32 must give the same bits (it computes the same sums in the
 ///   same order: "fp32 stays the reference");
-/// - the fast path in fp16 (fp16 storage, fp32 arithmetic) within [`fp16_tolerance`].
+/// - the fast path in fp16 (fp16 storage, fp32 arithmetic) within [`fp16_tolerance`]; on a
+///   device with matrix units also with conv → conv chains there (`coopmat_chains`, off by
+///   default).
 pub fn run(m: &ModelProto, inputs: &[(&[usize], &[f32])]) -> Ran {
     let graph = Graph::from_model(m, "<memory>").unwrap();
     let shapes: Vec<Vec<usize>> = inputs.iter().map(|(s, _)| s.to_vec()).collect();
@@ -150,26 +152,40 @@ pub fn run(m: &ModelProto, inputs: &[(&[usize], &[f32])]) -> Ran {
             continue;
         }
         let options = PlanOptions::fast(&gpu.info, precision, false);
-        let fast = run_plan(
-            &gpu,
-            Plan::with_options(&graph, &shapes, &options).unwrap(),
-            &data,
-        );
-        assert_eq!(fast.shape, reference.shape);
-        match precision {
-            Precision::Fp32 => assert!(
-                fast.out
-                    .iter()
-                    .zip(&reference.out)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "the fp32 fast path ({:?}) differs from the reference ({:?}): max abs {:e}",
-                fast.labels,
-                reference.labels,
-                max_err(&fast.out, &reference.out)
-            ),
-            Precision::Fp16 => {
-                let tol = fp16_tolerance(&reference.out);
-                check("fast path fp16", &fast.out, &reference.out, tol);
+        let mut variants = vec![options.clone()];
+        if options.coopmat.is_some() {
+            variants.push(PlanOptions {
+                coopmat_chains: true,
+                ..options
+            });
+        }
+        for options in variants {
+            let fast = run_plan(
+                &gpu,
+                Plan::with_options(&graph, &shapes, &options).unwrap(),
+                &data,
+            );
+            assert_eq!(fast.shape, reference.shape);
+            match precision {
+                Precision::Fp32 => assert!(
+                    fast.out
+                        .iter()
+                        .zip(&reference.out)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "the fp32 fast path ({:?}) differs from the reference ({:?}): max abs {:e}",
+                    fast.labels,
+                    reference.labels,
+                    max_err(&fast.out, &reference.out)
+                ),
+                Precision::Fp16 => {
+                    let tol = fp16_tolerance(&reference.out);
+                    let what = if options.coopmat_chains {
+                        "fast path fp16, chains on the matrix units"
+                    } else {
+                        "fast path fp16"
+                    };
+                    check(what, &fast.out, &reference.out, tol);
+                }
             }
         }
     }

@@ -2,8 +2,8 @@
 # One device call: conv -> conv chains on the matrix units (fused_chain_coopmat.glsl) measured
 # against the unchained plan in one binary, then the GPU-only tests:
 #   1. bench in-stream at 960x540 -> 1920x1080, quality_x2, fast_x2 and temporal_x2, 200 warm-up
-#      + 1000 frames, once per UPSCALE_COOPMAT_CHAINS (all: the default; thin: only heads over
-#      at most 8 channels; none: every conv its own dispatch, as before);
+#      + 1000 frames, once per UPSCALE_COOPMAT_CHAINS in CHAINS (all: chains on the matrix units
+#      too; none, or unset: every conv its own dispatch there, the default);
 #   2. the engine's tests (the cooperative-matrix ones included) and tests/temporal_model.rs,
 #      validation on.
 # Needs .devrun/ with the release binary and .devrun/tests/ (ENGINE_TESTS=1 tools/device/bundle.sh)
@@ -16,7 +16,7 @@ stamp() { tar czf "$OUT/chains.tgz" -C "$R" res 2>/dev/null; echo "== [$((SECOND
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/res/gpu.csv" 2>&1
 cat "$R/res/gpu.csv"
 cd .devrun || exit 1
-for chains in ${CHAINS:-all thin none}; do
+for chains in ${CHAINS:-all none}; do
     stamp "bench in-stream, UPSCALE_COOPMAT_CHAINS=$chains"
     UPSCALE_COOPMAT_CHAINS=$chains RUST_LOG=info timeout "${BENCH_LIMIT_S:-100}" ./upscale-demo --config config.toml bench \
         --patterns in-stream --models models/quality_x2.onnx,models/fast_x2.onnx,models/temporal_x2.onnx \

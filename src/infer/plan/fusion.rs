@@ -37,17 +37,6 @@ fn is(node: &NodeProto, op_type: &str) -> bool {
     node.op_type == op_type && node.domain.is_empty()
 }
 
-/// Which heads chain on the matrix units. `UPSCALE_COOPMAT_CHAINS` = `none`, `thin` (heads
-/// over at most 8 input channels, e.g. the first conv on RGB) or `all` (any head the chain's
-/// tiling takes), for measurements; `all` by default.
-fn coopmat_chain_allowed(head: &Geometry) -> std::result::Result<(), String> {
-    match std::env::var("UPSCALE_COOPMAT_CHAINS").as_deref() {
-        Ok("none") => Err("UPSCALE_COOPMAT_CHAINS=none".into()),
-        Ok("thin") if head.in_c > 8 => Err("UPSCALE_COOPMAT_CHAINS=thin".into()),
-        _ => Ok(()),
-    }
-}
-
 /// Resize nodes that a tail may absorb as its bilinear base: linear, reading a graph input,
 /// read by one Add. They are built on their own only if no tail takes them.
 pub(super) fn deferred_bases(
@@ -222,18 +211,21 @@ impl<'g> Builder<'g> {
                             self.options.precision,
                             self.options.max_shared_memory,
                         ),
-                        Kernel::CoopMat(cm) => {
-                            coopmat_chain_allowed(&c.head.geo).and_then(|()| {
-                                // Padded staging; a tail (found below) re-tiles unpadded.
-                                fused_conv::coopmat_chain_tiling(
-                                    &c.head.geo,
-                                    &g,
-                                    cm,
-                                    self.options.max_shared_memory,
-                                    false,
-                                )
-                            })
-                        }
+                        // Measured on the H200 (2026-12-07, 960x540, fp16): fast_x2
+                        // 0.075 ms unchained, 0.086 / 0.097 as a chain of 2- / 4-row tiles;
+                        // quality_x2 0.294 against 0.597 / 0.453
+                        // (docs/bench/h200/engine-2026-12-07-chains/).
+                        Kernel::CoopMat(_) if !self.options.coopmat_chains => Err(
+                            "on the matrix units a chain is slower than two dispatches (the head's products and recomputed halo, serialised in one work group, cost more than the stored tensor)".to_string(),
+                        ),
+                        // Padded staging; a tail (found below) re-tiles unpadded.
+                        Kernel::CoopMat(cm) => fused_conv::coopmat_chain_tiling(
+                            &c.head.geo,
+                            &g,
+                            cm,
+                            self.options.max_shared_memory,
+                            false,
+                        ),
                     }
                 };
                 match why {

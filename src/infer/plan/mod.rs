@@ -80,6 +80,11 @@ pub struct PlanOptions {
     pub coopmat: Option<CoopMat>,
     /// Shared memory a work group may use, in bytes (tiles are sized to it).
     pub max_shared_memory: usize,
+    /// Conv → conv chains on the matrix units too (the packed kernel takes them always). Off:
+    /// measured on the H200 they are slower than two dispatches (`docs/engine.md`); the
+    /// `UPSCALE_COOPMAT_CHAINS=all` environment variable turns them on in `fast`, for
+    /// measurements, and the engine's tests run both where the device has matrix units.
+    pub coopmat_chains: bool,
 }
 
 impl PlanOptions {
@@ -91,6 +96,7 @@ impl PlanOptions {
             frame_io: false,
             coopmat: None,
             max_shared_memory: 16384,
+            coopmat_chains: false,
         }
     }
 
@@ -106,6 +112,7 @@ impl PlanOptions {
                 Precision::Fp32 => None,
             },
             max_shared_memory: device.max_compute_shared_memory as usize,
+            coopmat_chains: std::env::var("UPSCALE_COOPMAT_CHAINS").as_deref() == Ok("all"),
         }
     }
 }
