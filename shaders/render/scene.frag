@@ -1,4 +1,7 @@
 #version 450
+// variants: NO_MOTION
+// NO_MOTION: no motion output, for the scene pass's frames whose motion attachment is unused
+// (its format VK_FORMAT_UNDEFINED in the pipeline: src/render/scene.rs).
 #include "render/common.glsl"
 #include "render/scene_output.glsl"
 #define MOTION_BINDING 1
@@ -20,7 +23,9 @@ layout(push_constant) uniform Push {
 } pc;
 
 layout(location = 0) out vec4 color;
+#ifndef NO_MOTION
 layout(location = 1) out vec2 motion;
+#endif
 
 void main() {
     vec3 albedo = texture(textures, vec3(uv, tint.w)).rgb * tint.rgb;
@@ -34,5 +39,7 @@ void main() {
     float fog = 1.0 - exp(-max(view_depth - 20.0, 0.0) * 0.012);
     lit = mix(lit, vec3(0.62, 0.72, 0.85), fog);
     color = scene_output(lit);
+#ifndef NO_MOTION
     motion = motion_pixels(cur_clip, prev_clip);
+#endif
 }

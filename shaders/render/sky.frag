@@ -1,4 +1,7 @@
 #version 450
+// variants: NO_MOTION
+// NO_MOTION: no motion output, for the scene pass's frames whose motion attachment is unused
+// (its format VK_FORMAT_UNDEFINED in the pipeline: src/render/scene.rs).
 #include "render/common.glsl"
 #include "render/scene_output.glsl"
 #define MOTION_BINDING 0
@@ -6,7 +9,9 @@
 
 layout(location = 0) in vec2 uv;
 layout(location = 0) out vec4 color;
+#ifndef NO_MOTION
 layout(location = 1) out vec2 motion;
+#endif
 
 layout(push_constant) uniform Push {
     mat4 inv_view_proj;
@@ -23,6 +28,8 @@ void main() {
     c = mix(c, vec3(0.95), bands * 0.25);
     color = scene_output(c);
     // The sky is at infinity: only the camera's rotation moves it (w = 0 drops translation).
+#ifndef NO_MOTION
     motion = motion_pixels(scene_motion.view_proj * vec4(dir, 0.0),
                            scene_motion.prev_view_proj * vec4(dir, 0.0));
+#endif
 }

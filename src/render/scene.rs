@@ -95,9 +95,10 @@ pub struct ScenePass {
     sky: Pipeline,
     meshes_pipeline: Pipeline,
     /// The same two for frames whose motion attachment has no view (`keep_temporal` off): its
-    /// format is VK_FORMAT_UNDEFINED there, so the fragment shaders' motion output is discarded
-    /// (a null view under a pipeline that names a format is invalid without
-    /// `dynamicRenderingUnusedAttachments`).
+    /// format is VK_FORMAT_UNDEFINED there (a null view under a pipeline that names a format is
+    /// invalid without `dynamicRenderingUnusedAttachments`), and the fragment shaders are their
+    /// NO_MOTION variants, which write no motion (an output with no attachment format draws
+    /// the validation layer's interface warning).
     sky_no_motion: Pipeline,
     meshes_no_motion: Pipeline,
     textures: Image,
@@ -135,7 +136,11 @@ fn create_pipelines(
         &GraphicsDesc {
             name: "sky",
             vertex: shader!("render/fullscreen.vert"),
-            fragment: shader!("render/sky.frag"),
+            fragment: if motion {
+                shader!("render/sky.frag")
+            } else {
+                shader!("render/sky.frag", "no_motion")
+            },
             bindings: &[vk::DescriptorType::STORAGE_BUFFER],
             push_size: std::mem::size_of::<SkyPush>() as u32,
             vertex_stride: 0,
@@ -154,7 +159,11 @@ fn create_pipelines(
         &GraphicsDesc {
             name: "scene meshes",
             vertex: shader!("render/scene.vert"),
-            fragment: shader!("render/scene.frag"),
+            fragment: if motion {
+                shader!("render/scene.frag")
+            } else {
+                shader!("render/scene.frag", "no_motion")
+            },
             bindings: &[
                 vk::DescriptorType::COMBINED_IMAGE_SAMPLER,
                 vk::DescriptorType::STORAGE_BUFFER,
