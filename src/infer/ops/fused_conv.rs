@@ -1031,9 +1031,9 @@ mod tests {
         assert_eq!(t.unwrap().tile_h, 2);
     }
 
-    #[test]
-    fn chain_tiling_takes_the_tallest_tile_whose_two_tiles_fit_and_never_under_four_rows() {
-        let geo = |in_c, out_c, k: usize| Geometry {
+    /// An 8x8 "same" conv of a k x k kernel.
+    fn geo(in_c: usize, out_c: usize, k: usize) -> Geometry {
+        Geometry {
             in_c,
             in_h: 8,
             in_w: 8,
@@ -1045,7 +1045,11 @@ mod tests {
             dilation: [1, 1],
             pad: [k / 2, k / 2],
             groups: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn chain_tiling_takes_the_tallest_tile_whose_two_tiles_fit_and_never_under_four_rows() {
         let (head, reader) = (geo(3, 12, 3), geo(12, 12, 3));
         // fast_x2 in fp32 within 32 KB: 4 rows, (6 x 66 x 12 + 8 x 68 x 4) x 4 bytes.
         let t = chain_tiling(&head, &reader, Precision::Fp32, 32768).unwrap();
@@ -1088,19 +1092,6 @@ mod tests {
 
     #[test]
     fn coopmat_chain_tiling_widens_rows_to_segments_and_fits_both_tiles() {
-        let geo = |in_c, out_c, k: usize| Geometry {
-            in_c,
-            in_h: 8,
-            in_w: 8,
-            out_c,
-            out_h: 8,
-            out_w: 8,
-            kernel: [k, k],
-            stride: [1, 1],
-            dilation: [1, 1],
-            pad: [k / 2, k / 2],
-            groups: 1,
-        };
         // fast_x2: a thin head (3 -> 12, staged as 8 channels, two taps per product, width
         // rounded to 4) and a tail reader, unpadded, 4 rows: 6 rows x 80 columns (66 rounded
         // to segments) x 16 halves, 8 x 83 x 8 halves for the head, six 16 x 16 f32 tiles.
