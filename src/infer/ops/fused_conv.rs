@@ -259,6 +259,21 @@ fn chain_chunk(channels: usize) -> usize {
 /// 7.53 ms, while `fast_x2`'s chain at 4 rows took it from 0.257 to 0.148 ms.
 pub const CHAIN_MIN_ROWS: usize = 4;
 
+/// Why a head and its reader cannot chain on either kernel: the head's input and output must
+/// fit one chunk of 16 channels, and the reader must read the head's output.
+fn chain_pair(head: &Geometry, reader: &Geometry) -> std::result::Result<(), String> {
+    if head.in_c > 16 || head.out_c > OC_TILE {
+        return Err(format!(
+            "the head has {} input and {} output channels (a chain takes at most 16 of each)",
+            head.in_c, head.out_c
+        ));
+    }
+    if reader.in_c != head.out_c {
+        return Err("the reader's input is not the head's output".into());
+    }
+    Ok(())
+}
+
 /// Why a conv → conv pair cannot run as one chain dispatch (the plan's note), or its tiling:
 /// the reader's tile with the head's output staged whole (one chunk of `head.out_c` rounded
 /// up to a multiple of 4), the tallest of 8 and [`CHAIN_MIN_ROWS`] rows whose two shared
@@ -269,15 +284,7 @@ pub fn chain_tiling(
     precision: Precision,
     max_shared: usize,
 ) -> std::result::Result<Tiling, String> {
-    if head.in_c > 16 || head.out_c > OC_TILE {
-        return Err(format!(
-            "the head has {} input and {} output channels (a chain takes at most 16 of each)",
-            head.in_c, head.out_c
-        ));
-    }
-    if reader.in_c != head.out_c {
-        return Err("the reader's input is not the head's output".into());
-    }
+    chain_pair(head, reader)?;
     let chunk = chain_chunk(head.out_c);
     let tilings = [8, CHAIN_MIN_ROWS].map(|tile_h| Tiling {
         tile_w: PACKED_TILE[0],
@@ -335,15 +342,7 @@ pub fn coopmat_chain_tiling(
     max_shared: usize,
     tail: bool,
 ) -> std::result::Result<Tiling, String> {
-    if head.in_c > 16 || head.out_c > OC_TILE {
-        return Err(format!(
-            "the head has {} input and {} output channels (a chain takes at most 16 of each)",
-            head.in_c, head.out_c
-        ));
-    }
-    if reader.in_c != head.out_c {
-        return Err("the reader's input is not the head's output".into());
-    }
+    chain_pair(head, reader)?;
     if !16usize.is_multiple_of(cm.k) || !OC_TILE.is_multiple_of(cm.n) || !cm.n.is_multiple_of(4) {
         return Err(format!(
             "the matrix shape {}x{}x{} does not divide a 16-channel block",
