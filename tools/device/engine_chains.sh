@@ -10,6 +10,7 @@
 # and .gl/. Run from the repository root; results in $OUT/chains.tgz (packed after every stage).
 set -uo pipefail
 . tools/device/env.sh
+. tools/device/gpu_tests.sh
 R=/tmp/chains && rm -rf "$R" && mkdir -p "$R/res"
 start=$SECONDS
 stamp() { tar czf "$OUT/chains.tgz" -C "$R" res 2>/dev/null; echo "== [$((SECONDS - start)) s] $*"; }
@@ -26,17 +27,5 @@ for chains in ${CHAINS:-all none}; do
     for f in report.md report.json; do cp "$R/bench-$chains/$f" "$R/res/$chains-$f" 2>/dev/null; done
     grep -E '^\| in-stream' "$R/res/$chains-report.md" | cut -d'|' -f3,4,6,10,17
 done
-stamp "engine tests, validation on"
-for t in tests/infer_*; do
-    echo "---- $t"
-    UPSCALE_DEMO_EXE="$PWD/upscale-demo" UPSCALE_VALIDATION=1 timeout "${ENGINE_TESTS_LIMIT_S:-120}" "$t" \
-        --include-ignored --test-threads 1 --nocapture 2>&1 | grep -vE "^test .* ok$" | tail -n 40
-    echo "exit ${PIPESTATUS[0]}"
-done > "$R/res/engine-tests.log" 2>&1
-grep -E "^----|^exit|test result|FAILED|panicked|coopmat shape|matrix units" "$R/res/engine-tests.log"
-stamp "temporal_model tests (the held camera included), validation on"
-UPSCALE_DEMO_EXE="$PWD/upscale-demo" UPSCALE_VALIDATION=1 timeout "${TEMPORAL_TESTS_LIMIT_S:-200}" \
-    tests/temporal_model --include-ignored --test-threads 1 --nocapture > "$R/res/temporal-tests.log" 2>&1
-echo "exit $?"
-grep -E "PSNR-Y|^test |test result" "$R/res/temporal-tests.log" | tail -n 16
+gpu_tests "$R/res"
 stamp "done"

@@ -126,6 +126,30 @@ impl<'g> Builder<'g> {
                 max,
                 tail,
             )
+            .map(|t| {
+                // Another tile for a tail, or for a thin input's conv, where it fits
+                // (measurements).
+                let wanted = match (o.tail_tile, o.thin_tile) {
+                    (Some(tile), _) if tail => Some(tile),
+                    (_, Some(tile)) if !tail && g.in_c <= 8 => Some(tile),
+                    _ => None,
+                };
+                let Some([rows, subgroups]) = wanted else {
+                    return t;
+                };
+                let other = Tiling {
+                    tile_h: rows,
+                    subgroups,
+                    ..t
+                };
+                let segs = other.tile_w / cm.m * rows;
+                let fits = other.shared_bytes(g.kernel, Kernel::CoopMat(cm), o.precision) <= max;
+                if rows > 0 && subgroups > 0 && segs.is_multiple_of(subgroups) && fits {
+                    other
+                } else {
+                    t
+                }
+            })
             .map(|t| (Kernel::CoopMat(cm), t)),
             _ => None,
         };

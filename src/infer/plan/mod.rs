@@ -85,6 +85,12 @@ pub struct PlanOptions {
     /// `UPSCALE_COOPMAT_CHAINS=all` environment variable turns them on in `fast`, for
     /// measurements, and the engine's tests run both where the device has matrix units.
     pub coopmat_chains: bool,
+    /// Rows of a tail's tile on the matrix units and subgroups per work group, where they fit
+    /// (None: the tiling's rule). For measurements: `UPSCALE_TAIL_TILE=ROWS[xSUBGROUPS]` sets
+    /// it in `fast`.
+    pub tail_tile: Option<[usize; 2]>,
+    /// The same for a conv of at most 8 input channels (`UPSCALE_THIN_TILE`).
+    pub thin_tile: Option<[usize; 2]>,
 }
 
 impl PlanOptions {
@@ -97,6 +103,8 @@ impl PlanOptions {
             coopmat: None,
             max_shared_memory: 16384,
             coopmat_chains: false,
+            tail_tile: None,
+            thin_tile: None,
         }
     }
 
@@ -113,8 +121,17 @@ impl PlanOptions {
             },
             max_shared_memory: device.max_compute_shared_memory as usize,
             coopmat_chains: std::env::var("UPSCALE_COOPMAT_CHAINS").as_deref() == Ok("all"),
+            tail_tile: tile_from_env("UPSCALE_TAIL_TILE"),
+            thin_tile: tile_from_env("UPSCALE_THIN_TILE"),
         }
     }
+}
+
+/// A tile override for measurements: `ROWS[xSUBGROUPS]` (4 subgroups if not given).
+fn tile_from_env(name: &str) -> Option<[usize; 2]> {
+    let v = std::env::var(name).ok()?;
+    let (rows, subgroups) = v.split_once('x').unwrap_or((&v, "4"));
+    Some([rows.parse().ok()?, subgroups.parse().ok()?])
 }
 
 /// The cooperative-matrix shape the engine uses on `device`: fp16 A and B with an fp32

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device call: the matrix kernel's tail tiles measured against each other in one binary,
+# then the GPU-only tests:
+#   1. bench in-stream at 960x540 -> 1920x1080, 200 warm-up + 1000 frames, quality_x2 and
+#      fast_x2 (and temporal_x2 in the first run), once per UPSCALE_TAIL_TILE in TILES
+#      (ROWS[xSUBGROUPS]; "default": unset, the tiling's rule), then per UPSCALE_THIN_TILE in
+#      THIN_TILES (the first conv's tile);
+#   2. the engine's tests (the cooperative-matrix ones included) and tests/temporal_model.rs,
+#      validation on.
+# Needs .devrun/ with the release binary and .devrun/tests/ (ENGINE_TESTS=1 tools/device/bundle.sh)
+# and .gl/. Run from the repository root; results in $OUT/tail.tgz (packed after every stage).
+set -uo pipefail
+. tools/device/env.sh
+. tools/device/gpu_tests.sh
+R=/tmp/tail && rm -rf "$R" && mkdir -p "$R/res"
+start=$SECONDS
+stamp() { tar czf "$OUT/tail.tgz" -C "$R" res 2>/dev/null; echo "== [$((SECONDS - start)) s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/res/gpu.csv" 2>&1
+cat "$R/res/gpu.csv"
+cd .devrun || exit 1
+bench() { # name, models; the environment says the variant
+    timeout "${BENCH_LIMIT_S:-100}" ./upscale-demo --config config.toml bench \
+        --patterns in-stream --models "$2" \
+        --res 960x540:1920x1080 --warmup 200 --frames 1000 --psnr-frames 1 --no-progress \
+        --out "$R/bench-$1" > "$R/res/bench-$1.log" 2>&1
+    echo "exit $?"
+    for f in report.md report.json; do cp "$R/bench-$1/$f" "$R/res/$1-$f" 2>/dev/null; done
+    grep -E '^\| in-stream' "$R/res/$1-report.md" | cut -d'|' -f3,4,6,10,17
+    grep -E '^\| (Conv|Add).*(DepthToSpace|conv1 )' "$R/res/$1-report.md"
+}
+models=models/quality_x2.onnx,models/fast_x2.onnx
+first=1
+for tile in ${TILES:-default 4x8 4x16 2x8 1 1x2 default}; do
+    stamp "bench in-stream, UPSCALE_TAIL_TILE=$tile"
+    m=$models; [ $first = 1 ] && m=$models,models/temporal_x2.onnx; first=0
+    if [ "$tile" = default ]; then
+        bench "tile-$tile-$SECONDS" "$m"
+    else
+        UPSCALE_TAIL_TILE=$tile bench "tile-$tile" "$m"
+    fi
+done
+for tile in ${THIN_TILES:-4x8 2 8 4x16}; do
+    stamp "bench in-stream, UPSCALE_THIN_TILE=$tile"
+    UPSCALE_THIN_TILE=$tile bench "thin-$tile" "$models"
+done
+gpu_tests "$R/res"
+stamp "done"
