@@ -44,4 +44,17 @@ for tile in ${THIN_TILES:-4x8 2 8 4x16}; do
     UPSCALE_THIN_TILE=$tile bench "thin-$tile" "$models"
 done
 gpu_tests "$R/res"
+stamp "the coopmat test under each tile"
+tile_test() { # VAR=VALUE
+    echo "---- $1"
+    env "$1" UPSCALE_VALIDATION=1 timeout 60 tests/infer_fast --include-ignored coopmat --test-threads 1 2>&1 \
+        | grep -E "test result|panicked|differs|is [0-9]+/255"
+}
+{
+    for v in ${TILES:-default 4x8 4x16 2x8 1 1x2 default}; do
+        [ "$v" = default ] || tile_test "UPSCALE_TAIL_TILE=$v"
+    done
+    for v in ${THIN_TILES:-4x8 2 8 4x16}; do tile_test "UPSCALE_THIN_TILE=$v"; done
+} > "$R/res/tile-tests.log" 2>&1
+grep -cE "test result: ok" "$R/res/tile-tests.log"; grep -E "panicked" "$R/res/tile-tests.log" | head
 stamp "done"
