@@ -130,7 +130,16 @@ impl PlanOptions {
 /// A tile override for measurements: `ROWS[xSUBGROUPS]` (4 subgroups if not given).
 fn tile_from_env(name: &str) -> Option<[usize; 2]> {
     let v = std::env::var(name).ok()?;
-    let (rows, subgroups) = v.split_once('x').unwrap_or((&v, "4"));
+    let tile = parse_tile(&v);
+    if tile.is_none() {
+        tracing::warn!("{name}={v:?} is not ROWS[xSUBGROUPS] (e.g. 4x8): ignored");
+    }
+    tile
+}
+
+/// `ROWS[xSUBGROUPS]` as [rows, subgroups] (4 subgroups if not given).
+fn parse_tile(v: &str) -> Option<[usize; 2]> {
+    let (rows, subgroups) = v.split_once('x').unwrap_or((v, "4"));
     Some([rows.parse().ok()?, subgroups.parse().ok()?])
 }
 
@@ -854,7 +863,15 @@ pub fn assign_buffers(sizes: &[u64], def: &[usize], last: &[usize]) -> (Vec<usiz
 
 #[cfg(test)]
 mod tests {
-    use super::assign_buffers;
+    use super::{assign_buffers, parse_tile};
+
+    #[test]
+    fn a_tile_override_reads_rows_and_subgroups() {
+        assert_eq!(parse_tile("4x8"), Some([4, 8]));
+        assert_eq!(parse_tile("2"), Some([2, 4]));
+        assert_eq!(parse_tile("4x"), None);
+        assert_eq!(parse_tile("four"), None);
+    }
 
     #[test]
     fn a_chain_ping_pongs_between_two_buffers() {
