@@ -72,7 +72,10 @@ const uint GROUPS = SUBGROUP > CM_M ? SUBGROUP / CM_M : 1u;
 // and CM_K channels, B is a CM_K × 16 row-major block.
 layout(set = 0, binding = 1) restrict readonly buffer W { float16_t w[]; };
 
-// Per subgroup: one segment's CM_M × 16 sums, row-major.
+// Per subgroup: one segment's CM_M × 16 sums, row-major. Matrices are loaded from and stored
+// to shared memory here and in s_in: keep every shared array a multiple of 16 bytes, so that
+// each starts 16-byte aligned (an 8-byte array declared ahead of this one is the likely cause
+// of the wrong sums in docs/bench/h100/engine-2026-12-07-tail-epilogue/).
 shared float s_out[SUBGROUPS * CM_M * OC_TILE];
 // The block's biases repeated on CM_M rows: the accumulator the direct store starts from.
 shared float s_bias[CM_M * OC_TILE];
