@@ -3,7 +3,7 @@
 # then the GPU-only tests:
 #   1. bench in-stream at 960x540 -> 1920x1080, 200 warm-up + 1000 frames, quality_x2 and
 #      fast_x2 (and temporal_x2 in the first run), once per UPSCALE_TAIL_TILE in TILES
-#      (ROWS[xSUBGROUPS]; "default": unset, the tiling's rule), then per UPSCALE_THIN_TILE in
+#      (ROWS[xSUBGROUPS][p]; "default": unset, the tiling's rule), then per UPSCALE_THIN_TILE in
 #      THIN_TILES (the first conv's tile);
 #   2. the engine's tests (the cooperative-matrix ones included) and tests/temporal_model.rs,
 #      validation on.

@@ -21,7 +21,7 @@ pub const OC_TILE: usize = 16;
 /// Channels of padding per staged pixel in the matrix kernel (its S_PAD) where it stores
 /// directly: a 48-byte pixel stride puts the 16 rows of a matrix load in different
 /// shared-memory banks.
-const COOPMAT_PAD: usize = 8;
+pub const COOPMAT_PAD: usize = 8;
 /// Subgroups per work group of the matrix kernel. Measured on the H200 (quality_x2 fp16 at
 /// 960x540, the shipped tiles): 4 subgroups 0.400 ms, 8 0.494, 2 0.505.
 const COOPMAT_SUBGROUPS: usize = 4;

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use onnx_protobuf::NodeProto;
 
-use super::Builder;
+use super::{Builder, TileOverride};
 use crate::infer::error::Result;
 use crate::infer::graph::Graph;
 use crate::infer::ops::conv::{Geometry, Parts};
@@ -134,12 +134,22 @@ impl<'g> Builder<'g> {
                     (_, Some(tile)) if !tail && g.in_c <= 8 => Some(tile),
                     _ => None,
                 };
-                let Some([rows, subgroups]) = wanted else {
+                let Some(TileOverride {
+                    rows,
+                    subgroups,
+                    padded,
+                }) = wanted
+                else {
                     return t;
                 };
                 let other = Tiling {
                     tile_h: rows,
                     subgroups,
+                    pad: if tail && padded {
+                        fused_conv::COOPMAT_PAD
+                    } else {
+                        t.pad
+                    },
                     ..t
                 };
                 let segs = other.tile_w / cm.m * rows;

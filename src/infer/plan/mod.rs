@@ -85,12 +85,12 @@ pub struct PlanOptions {
     /// `UPSCALE_COOPMAT_CHAINS=all` environment variable turns them on in `fast`, for
     /// measurements, and the engine's tests run both where the device has matrix units.
     pub coopmat_chains: bool,
-    /// Rows of a tail's tile on the matrix units and subgroups per work group, where they fit
-    /// (None: the tiling's rule). For measurements: `UPSCALE_TAIL_TILE=ROWS[xSUBGROUPS]` sets
-    /// it in `fast`.
-    pub tail_tile: Option<[usize; 2]>,
+    /// Rows of a tail's tile on the matrix units, subgroups per work group and padded staging,
+    /// where they fit (None: the tiling's rule). For measurements:
+    /// `UPSCALE_TAIL_TILE=ROWS[xSUBGROUPS][p]` sets it in `fast`.
+    pub tail_tile: Option<TileOverride>,
     /// The same for a conv of at most 8 input channels (`UPSCALE_THIN_TILE`).
-    pub thin_tile: Option<[usize; 2]>,
+    pub thin_tile: Option<TileOverride>,
 }
 
 impl PlanOptions {
@@ -127,20 +127,35 @@ impl PlanOptions {
     }
 }
 
-/// A tile override for measurements: `ROWS[xSUBGROUPS]` (4 subgroups if not given).
-fn tile_from_env(name: &str) -> Option<[usize; 2]> {
+/// A tile for the matrix kernel that overrides the tiling's rule, for measurements
+/// ([`PlanOptions::tail_tile`], [`PlanOptions::thin_tile`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileOverride {
+    pub rows: usize,
+    pub subgroups: usize,
+    /// Padded staging (a tail only: a thin input's staged rows run across pixels).
+    pub padded: bool,
+}
+
+/// A tile override from the environment: `ROWS[xSUBGROUPS][p]`.
+fn tile_from_env(name: &str) -> Option<TileOverride> {
     let v = std::env::var(name).ok()?;
     let tile = parse_tile(&v);
     if tile.is_none() {
-        tracing::warn!("{name}={v:?} is not ROWS[xSUBGROUPS] (e.g. 4x8): ignored");
+        tracing::warn!("{name}={v:?} is not ROWS[xSUBGROUPS][p] (e.g. 4x8, 2p): ignored");
     }
     tile
 }
 
-/// `ROWS[xSUBGROUPS]` as [rows, subgroups] (4 subgroups if not given).
-fn parse_tile(v: &str) -> Option<[usize; 2]> {
+/// `ROWS[xSUBGROUPS][p]`: 4 subgroups if not given, `p` for padded staging.
+fn parse_tile(v: &str) -> Option<TileOverride> {
+    let (v, padded) = v.strip_suffix('p').map_or((v, false), |v| (v, true));
     let (rows, subgroups) = v.split_once('x').unwrap_or((v, "4"));
-    Some([rows.parse().ok()?, subgroups.parse().ok()?])
+    Some(TileOverride {
+        rows: rows.parse().ok()?,
+        subgroups: subgroups.parse().ok()?,
+        padded,
+    })
 }
 
 /// The cooperative-matrix shape the engine uses on `device`: fp16 A and B with an fp32
@@ -863,12 +878,21 @@ pub fn assign_buffers(sizes: &[u64], def: &[usize], last: &[usize]) -> (Vec<usiz
 
 #[cfg(test)]
 mod tests {
-    use super::{assign_buffers, parse_tile};
+    use super::{assign_buffers, parse_tile, TileOverride};
 
     #[test]
-    fn a_tile_override_reads_rows_and_subgroups() {
-        assert_eq!(parse_tile("4x8"), Some([4, 8]));
-        assert_eq!(parse_tile("2"), Some([2, 4]));
+    fn a_tile_override_reads_rows_subgroups_and_padding() {
+        let tile = |rows, subgroups, padded| {
+            Some(TileOverride {
+                rows,
+                subgroups,
+                padded,
+            })
+        };
+        assert_eq!(parse_tile("4x8"), tile(4, 8, false));
+        assert_eq!(parse_tile("2"), tile(2, 4, false));
+        assert_eq!(parse_tile("2x4p"), tile(2, 4, true));
+        assert_eq!(parse_tile("4p"), tile(4, 4, true));
         assert_eq!(parse_tile("4x"), None);
         assert_eq!(parse_tile("four"), None);
     }
