@@ -6,7 +6,7 @@
 #      (ROWS[xSUBGROUPS][p]; "default": unset, the tiling's rule), then per UPSCALE_THIN_TILE in
 #      THIN_TILES (the first conv's tile);
 #   2. the engine's tests (the cooperative-matrix ones included) and tests/temporal_model.rs,
-#      validation on.
+#      validation on (unless GPU_TESTS=0), and the coopmat test under each tile.
 # Needs .devrun/ with the release binary and .devrun/tests/ (ENGINE_TESTS=1 tools/device/bundle.sh)
 # and .gl/. Run from the repository root; results in $OUT/tail.tgz (packed after every stage).
 set -uo pipefail
@@ -43,7 +43,8 @@ for tile in ${THIN_TILES:-4x8 2 8 4x16}; do
     stamp "bench in-stream, UPSCALE_THIN_TILE=$tile"
     UPSCALE_THIN_TILE=$tile bench "thin-$tile" "$models"
 done
-gpu_tests "$R/res"
+# GPU_TESTS=0: no engine and temporal tests (a call that only measures).
+[ "${GPU_TESTS:-1}" = 0 ] || gpu_tests "$R/res"
 stamp "the coopmat test under each tile"
 tile_test() { # VAR=VALUE
     echo "---- $1"
