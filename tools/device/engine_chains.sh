@@ -11,11 +11,7 @@
 set -uo pipefail
 . tools/device/env.sh
 . tools/device/gpu_tests.sh
-R=/tmp/chains && rm -rf "$R" && mkdir -p "$R/res"
-start=$SECONDS
-stamp() { tar czf "$OUT/chains.tgz" -C "$R" res 2>/dev/null; echo "== [$((SECONDS - start)) s] $*"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/res/gpu.csv" 2>&1
-cat "$R/res/gpu.csv"
+results chains
 cd .devrun || exit 1
 for chains in ${CHAINS:-all none}; do
     stamp "bench in-stream, UPSCALE_COOPMAT_CHAINS=$chains"

@@ -12,11 +12,7 @@
 set -uo pipefail
 . tools/device/env.sh
 . tools/device/gpu_tests.sh
-R=/tmp/tail && rm -rf "$R" && mkdir -p "$R/res"
-start=$SECONDS
-stamp() { tar czf "$OUT/tail.tgz" -C "$R" res 2>/dev/null; echo "== [$((SECONDS - start)) s] $*"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/res/gpu.csv" 2>&1
-cat "$R/res/gpu.csv"
+results tail
 cd .devrun || exit 1
 bench() { # name, models; the environment says the variant
     timeout "${BENCH_LIMIT_S:-100}" ./upscale-demo --config config.toml bench \

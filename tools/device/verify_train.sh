@@ -12,12 +12,7 @@
 # results in $OUT/verify.tgz, then `device_temporal.sh collect` in this call or the next ones.
 set -uo pipefail
 . tools/device/env.sh
-R=/tmp/verify && rm -rf "$R" && mkdir -p "$R/res"
-start=$SECONDS
-# Packs what is there after every stage: a call cut off at its limit still brings results back.
-stamp() { tar czf "$OUT/verify.tgz" -C "$R" res 2>/dev/null; echo "== [$((SECONDS - start)) s] $*"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/res/gpu.csv" 2>&1
-cat "$R/res/gpu.csv"
+results verify
 root=$PWD
 cd .devrun || exit 1
 stamp "bench in-stream"
