@@ -279,11 +279,12 @@ fn in_stream_and_cpu_roundtrip_run_it_as_its_definition_says_on_a_rendered_seque
     // The same sequence through the host-side definition and ONNX Runtime, fed the history
     // the model's metadata asks for.
     let graph = Graph::load(&temporal_model()).unwrap();
-    let clamp = graph
-        .metadata
-        .get(model::HISTORY_CLAMP_KEY)
-        .map(String::as_str);
-    let kind = temporal_inputs::History::from_clamp(model::history_clamp(clamp).unwrap());
+    let key = |k: &str| graph.metadata.get(k).map(String::as_str);
+    let kind = temporal_inputs::History::from_metadata(
+        key(model::HISTORY_CLAMP_KEY),
+        key(model::HISTORY_FILTER_KEY),
+    )
+    .unwrap();
     println!("temporal_x2 takes the history {kind:?}");
     let mut source = FrameSource::temporal(&config, args.supersample).unwrap();
     let seq = sequences::sequences(source.world(), args.seed, 1, SEQUENCE_FRAMES).remove(0);
@@ -396,31 +397,38 @@ fn the_engine_runs_a_temporal_model_between_its_concatenation_and_its_correction
 
 #[test]
 fn the_plan_feeds_the_history_the_model_asks_for_and_refuses_one_it_does_not_know() {
-    use temporal_inputs::History;
-    let plan = |value: Option<&str>| {
+    use temporal_inputs::{History, HistoryFilter};
+    let plan = |entries: &[(&str, &str)]| {
         let mut graph = tiny_temporal("CRD");
-        if let Some(v) = value {
-            graph
-                .metadata
-                .insert(model::HISTORY_CLAMP_KEY.into(), v.into());
+        for (k, v) in entries {
+            graph.metadata.insert((*k).into(), (*v).into());
         }
         upscale_demo::infer::plan_temporal(graph, 7, 5, &PlanOptions::reference())
     };
-    assert_eq!(plan(None).unwrap().history, Some(History::Warped));
+    let clamp = (model::HISTORY_CLAMP_KEY, model::HISTORY_CLAMP_COLOR_3X3);
+    let sharp = (model::HISTORY_FILTER_KEY, model::HISTORY_FILTER_CATMULL_ROM);
+    assert_eq!(plan(&[]).unwrap().history, Some(History::WARPED));
+    assert_eq!(plan(&[clamp]).unwrap().history, Some(History::CLAMPED));
     assert_eq!(
-        plan(Some(model::HISTORY_CLAMP_COLOR_3X3)).unwrap().history,
-        Some(History::Clamped)
+        plan(&[clamp, sharp]).unwrap().history,
+        Some(History {
+            clamp: true,
+            filter: HistoryFilter::CatmullRom
+        })
     );
-    let Err(e) = plan(Some("ycocg_5x5")) else {
-        panic!("an unknown history was planned");
-    };
-    let why = e.to_string();
-    assert!(
-        why.contains("tiny_temporal")
-            && why.contains("upscale.history_clamp")
-            && why.contains("ycocg_5x5"),
-        "{why}"
-    );
+    for (key, value) in [
+        (model::HISTORY_CLAMP_KEY, "ycocg_5x5"),
+        (model::HISTORY_FILTER_KEY, "lanczos3"),
+    ] {
+        let Err(e) = plan(&[(key, value)]) else {
+            panic!("an unknown history ({key} = {value}) was planned");
+        };
+        let why = e.to_string();
+        assert!(
+            why.contains("tiny_temporal") && why.contains(key) && why.contains(value),
+            "{why}"
+        );
+    }
 }
 
 #[test]
@@ -437,14 +445,19 @@ fn a_temporal_model_of_another_shape_is_refused_with_what_differs() {
     );
 }
 
-/// The last picture of `frames` frames of the scripted path through `pattern` (fp32 engine),
-/// and the input it was given.
-fn last_frame(pattern: Pattern, frames: u64) -> (image::RgbaImage, image::RgbaImage) {
+/// The last picture of `frames` frames of the scripted path through `pattern` (fp32 engine)
+/// with the temporal model at `model`, and the input it was given.
+fn last_frame(
+    model: &std::path::Path,
+    pattern: Pattern,
+    frames: u64,
+) -> (image::RgbaImage, image::RgbaImage) {
     use upscale_demo::app::headless::{self, HeadlessArgs};
     let mut config = common::small_config();
-    config.upscale.model = temporal_model();
+    config.upscale.model = model.to_path_buf();
     config.upscale.precision = "fp32".into();
-    let out = common::out_dir(&format!("temporal_{frames}_{}", pattern.name()));
+    let stem = model.file_stem().unwrap().to_string_lossy();
+    let out = common::out_dir(&format!("{stem}_{frames}_{}", pattern.name()));
     let args = HeadlessArgs {
         frames,
         out: out.clone(),
@@ -463,6 +476,68 @@ fn last_frame(pattern: Pattern, frames: u64) -> (image::RgbaImage, image::RgbaIm
     (open("input.png"), open("last.png"))
 }
 
+/// Asserts that `pattern`s each give what cpu-roundtrip gives after `frames` frames of the
+/// scripted path with `model`: at most `max` / 255 apart per channel, `mean` / 255 on average.
+/// Returns cpu-roundtrip's picture.
+fn assert_patterns_agree(
+    model: &std::path::Path,
+    frames: u64,
+    patterns: &[Pattern],
+    (max_allowed, mean_allowed): (u8, f64),
+) -> image::RgbaImage {
+    let (reference_input, reference) = last_frame(model, Pattern::CpuRoundtrip, frames);
+    for &pattern in patterns {
+        let (input, got) = last_frame(model, pattern, frames);
+        assert_eq!(
+            input.as_raw(),
+            reference_input.as_raw(),
+            "{pattern} was given the same frame"
+        );
+        let diffs: Vec<u8> = got
+            .as_raw()
+            .iter()
+            .zip(reference.as_raw())
+            .map(|(x, y)| x.abs_diff(*y))
+            .collect();
+        let max = diffs.iter().copied().max().unwrap();
+        let samples = diffs.len() / 4 * 3;
+        let mean = diffs.iter().map(|&d| f64::from(d)).sum::<f64>() / samples as f64;
+        let differ = diffs.iter().filter(|&&d| d > 0).count();
+        println!(
+            "{}, after {frames} frame(s): {pattern} vs cpu-roundtrip max {max}/255, \
+             mean {mean:.4}/255, {differ} of {samples} samples differ",
+            model.display()
+        );
+        assert!(
+            max <= max_allowed,
+            "{pattern} after {frames} frames: {max}/255"
+        );
+        assert!(
+            mean <= mean_allowed,
+            "{pattern} after {frames} frames: mean {mean:.4}/255"
+        );
+    }
+    reference
+}
+
+/// A copy of the shipped temporal model whose `upscale.history_filter` is `filter` (same
+/// weights), in the test's output folder.
+fn with_history_filter(filter: &str) -> PathBuf {
+    use onnx_protobuf::Message as _;
+    let bytes = std::fs::read(temporal_model()).unwrap();
+    let mut proto = onnx_protobuf::ModelProto::parse_from_bytes(&bytes).unwrap();
+    proto
+        .metadata_props
+        .retain(|p| p.key != model::HISTORY_FILTER_KEY);
+    let mut entry = onnx_protobuf::StringStringEntryProto::new();
+    entry.key = model::HISTORY_FILTER_KEY.into();
+    entry.value = filter.into();
+    proto.metadata_props.push(entry);
+    let path = common::out_dir("temporal_filter").join(format!("temporal_{filter}.onnx"));
+    std::fs::write(&path, proto.write_to_bytes().unwrap()).unwrap();
+    path
+}
+
 /// The patterns against each other on the scripted path, history carried through every frame:
 /// in-stream (fp32) and shared-memory each agree with cpu-roundtrip within 1/255 per channel
 /// after 1 frame and after 32. The engine and ONNX Runtime differ by ~1e-6 (fp32), as do the
@@ -473,44 +548,42 @@ fn last_frame(pattern: Pattern, frames: u64) -> (image::RgbaImage, image::RgbaIm
 /// the history, in-stream and cpu-roundtrip drifted to 4/255 apart (mean 0.27/255).
 #[test]
 fn the_patterns_agree_frame_by_frame_with_history() {
-    const MAX_ALLOWED: u8 = 1;
-    const MEAN_ALLOWED: f64 = 0.1;
-    for (frames, patterns) in [
-        (1, &[Pattern::InStream][..]),
-        (32, &[Pattern::InStream, Pattern::SharedMemory][..]),
-    ] {
-        let (reference_input, reference) = last_frame(Pattern::CpuRoundtrip, frames);
-        for &pattern in patterns {
-            let (input, got) = last_frame(pattern, frames);
-            assert_eq!(
-                input.as_raw(),
-                reference_input.as_raw(),
-                "{pattern} was given the same frame"
-            );
-            let diffs: Vec<u8> = got
-                .as_raw()
-                .iter()
-                .zip(reference.as_raw())
-                .map(|(x, y)| x.abs_diff(*y))
-                .collect();
-            let max = diffs.iter().copied().max().unwrap();
-            let samples = diffs.len() / 4 * 3;
-            let mean = diffs.iter().map(|&d| f64::from(d)).sum::<f64>() / samples as f64;
-            let differ = diffs.iter().filter(|&&d| d > 0).count();
-            println!(
-                "after {frames} frame(s): {pattern} vs cpu-roundtrip max {max}/255, \
-                 mean {mean:.4}/255, {differ} of {samples} samples differ"
-            );
-            assert!(
-                max <= MAX_ALLOWED,
-                "{pattern} after {frames} frames: {max}/255"
-            );
-            assert!(
-                mean <= MEAN_ALLOWED,
-                "{pattern} after {frames} frames: mean {mean:.4}/255"
-            );
-        }
-    }
+    const ALLOWED: (u8, f64) = (1, 0.1);
+    let shipped = temporal_model();
+    assert_patterns_agree(&shipped, 1, &[Pattern::InStream], ALLOWED);
+    assert_patterns_agree(
+        &shipped,
+        32,
+        &[Pattern::InStream, Pattern::SharedMemory],
+        ALLOWED,
+    );
+}
+
+/// The same agreement with the history filter the shipped model does not take (the same
+/// weights, the other `upscale.history_filter`): the shader's and the host's Catmull-Rom
+/// (or bilinear) warps are one definition too.
+#[test]
+fn the_patterns_agree_with_the_other_history_filter() {
+    let graph = Graph::load(&temporal_model()).unwrap();
+    let shipped = graph
+        .metadata
+        .get(model::HISTORY_FILTER_KEY)
+        .map(String::as_str);
+    let other = match model::history_filter(shipped).unwrap() {
+        temporal_inputs::HistoryFilter::Bilinear => model::HISTORY_FILTER_CATMULL_ROM,
+        temporal_inputs::HistoryFilter::CatmullRom => model::HISTORY_FILTER_BILINEAR,
+    };
+    let theirs = assert_patterns_agree(
+        &with_history_filter(other),
+        32,
+        &[Pattern::InStream, Pattern::SharedMemory],
+        (1, 0.1),
+    );
+    // The key is followed: the same weights give another picture with the other filter.
+    let (_, ours) = last_frame(&temporal_model(), Pattern::CpuRoundtrip, 32);
+    let differ = max_channel_diff(&theirs, &ours);
+    println!("{other} against the shipped filter after 32 frames: max {differ}/255");
+    assert!(differ > 1, "the filter changed nothing: {differ}/255");
 }
 
 /// 160x90 -> 320x180 with the temporal model, the default (auto) jitter: on while it runs.

@@ -14,7 +14,11 @@
 //   p = (o + 0.5) * ratio                      its unjittered render position
 //   k = clamp(floor(p + jitter), 0, size - 1)  the render pixel that shows it
 //   q = (o + 0.5) - motion[k] / ratio          where it was in the previous output
-//   history[o] = bilinear(previous output, q)  clamp to edge, fp32 weights from four fetches
+//   history[o] = resample(previous output, q)  clamp to edge, fp32 weights: bilinear from four
+//                                              fetches, or with CATMULL_ROM (a model whose
+//                                              metadata says upscale.history_filter =
+//                                              catmull_rom) the separable Catmull-Rom spline
+//                                              from 4 x 4, each row summed in x, then the rows
 // The previous output is the model's output clamped to 0..1 in fp16 (`temporal_post.comp` keeps
 // it beside the 8-bit image: a float history carries no 8-bit rounding on to the next frame).
 // With CLAMP_HISTORY (a model whose metadata says upscale.history_clamp = color_3x3) the warped
@@ -25,6 +29,7 @@ layout(local_size_x = 16, local_size_y = 8) in;
 // Off where the runtime runs the whole graph (shared-memory): `warped` is then not written.
 layout(constant_id = 0) const bool WRITE_WARPED = true;
 layout(constant_id = 1) const bool CLAMP_HISTORY = false;
+layout(constant_id = 2) const bool CATMULL_ROM = false;
 
 layout(set = 0, binding = 0) uniform sampler2D color_in;
 layout(set = 0, binding = 1) uniform sampler2D depth_in;
@@ -62,6 +67,31 @@ vec3 sample_previous(vec2 q) {
     vec3 a = mix(previous(i0), previous(i0 + ivec2(1, 0)), w.x);
     vec3 b = mix(previous(i0 + ivec2(0, 1)), previous(i0 + ivec2(1, 1)), w.x);
     return mix(a, b, w.y);
+}
+
+// The Catmull-Rom weights of the taps at -1, 0, 1, 2 from the texel at or left of the
+// position, for its fraction t (as src/upscale/model/temporal.rs and temporal.py write them).
+vec4 catmull_rom_weights(float t) {
+    return vec4(t * (-0.5 + t * (1.0 - 0.5 * t)), 1.0 + t * t * (-2.5 + 1.5 * t),
+                t * (0.5 + t * (2.0 - 1.5 * t)), t * t * (-0.5 + 0.5 * t));
+}
+
+// The separable Catmull-Rom spline over texel centres at q (output pixels), clamped to the edge.
+vec3 sample_previous_catmull_rom(vec2 q) {
+    vec2 s = q - 0.5;
+    vec2 f0 = floor(s);
+    vec4 wx = catmull_rom_weights(s.x - f0.x);
+    vec4 wy = catmull_rom_weights(s.y - f0.y);
+    ivec2 i0 = ivec2(f0) - 1;
+    vec3 sum = vec3(0.0);
+    for (int j = 0; j < 4; j++) {
+        vec3 row = vec3(0.0);
+        for (int i = 0; i < 4; i++) {
+            row += wx[i] * previous(i0 + ivec2(i, j));
+        }
+        sum += wy[j] * row;
+    }
+    return sum;
 }
 
 // ONNX Resize linear, half_pixel, x2 of the colour at output pixel o (the reset history).
@@ -123,7 +153,8 @@ void main() {
             vec2 centre = vec2(o) + 0.5;
             ivec2 k = clamp(ivec2(floor(centre * RATIO + pc.jitter)), ivec2(0), size - 1);
             vec2 m = texelFetch(motion_in, k, 0).rg;
-            h = sample_previous(centre - m / RATIO);
+            h = CATMULL_ROM ? sample_previous_catmull_rom(centre - m / RATIO)
+                            : sample_previous(centre - m / RATIO);
             if (CLAMP_HISTORY) {
                 h = clamp(h, lo, hi);
             }

@@ -98,9 +98,12 @@ class TemporalNet(nets.CollapsibleNet):
 
     long_skip = True
 
-    def __init__(self, arch: str, history_clamp: bool = True):
+    def __init__(self, arch: str, history_clamp: bool = True, history_filter: str = "bilinear"):
         super().__init__(arch, layers=ARCHS[arch], leaky=LEAKY, expand=EXPAND)
+        if history_filter not in HISTORY_FILTERS:
+            raise ValueError(f"history filter {history_filter!r} is not one of {HISTORY_FILTERS}")
         self.history_clamp = history_clamp
+        self.history_filter = history_filter
         self.register_buffer("scales", torch.tensor(input_scales()).view(1, IN, 1, 1), persistent=False)
 
     def forward(self, color, depth, motion, history, jitter):
@@ -172,9 +175,10 @@ def reset_history(color: torch.Tensor) -> torch.Tensor:
     return space_to_depth(up)
 
 
-def warp(prev: torch.Tensor, motion: torch.Tensor, jitter: torch.Tensor) -> torch.Tensor:
+def warp(prev: torch.Tensor, motion: torch.Tensor, jitter: torch.Tensor, filter: str = "bilinear") -> torch.Tensor:
     """The previous output [B, 3, H, W] warped to this frame (the module documentation defines
-    it); motion [B, 2, h, w] and jitter [B, 2] are this frame's."""
+    it); motion [B, 2, h, w] and jitter [B, 2] are this frame's. `filter`: how the previous
+    output is resampled at q, "bilinear" or "catmull_rom" (HISTORY_FILTERS)."""
     b, _, oh, ow = prev.shape
     h, w = motion.shape[-2:]
     dev = prev.device
@@ -187,8 +191,43 @@ def warp(prev: torch.Tensor, motion: torch.Tensor, jitter: torch.Tensor) -> torc
     m = motion.float().reshape(b, 2, h * w).gather(2, idx).reshape(b, 2, oh, ow)
     qx = ox[None, None, :] - m[:, 0] / rx
     qy = oy[None, :, None] - m[:, 1] / ry
+    if filter == "catmull_rom":
+        return catmull_rom(prev, qx, qy)
+    if filter != "bilinear":
+        raise ValueError(f"history filter {filter!r} is not one of {HISTORY_FILTERS}")
     grid = torch.stack([2.0 * qx / ow - 1.0, 2.0 * qy / oh - 1.0], -1)
     return F.grid_sample(prev, grid, mode="bilinear", padding_mode="border", align_corners=False)
+
+
+def catmull_rom_weights(t: torch.Tensor) -> list:
+    """The four Catmull-Rom weights (taps at -1, 0, 1, 2 from the texel at or left of the
+    position) for the fraction t in [0, 1), written as the shader and the host path write them."""
+    return [t * (-0.5 + t * (1.0 - 0.5 * t)), 1.0 + t * t * (-2.5 + 1.5 * t),
+            t * (0.5 + t * (2.0 - 1.5 * t)), t * t * (-0.5 + 0.5 * t)]
+
+
+def catmull_rom(img: torch.Tensor, qx: torch.Tensor, qy: torch.Tensor) -> torch.Tensor:
+    """img [B, C, H, W] resampled at (qx, qy) [B, H', W'] (pixel units, texel centres at +0.5)
+    with the separable Catmull-Rom spline over 4 x 4 texels, clamped to the edge: each row's
+    four taps summed in x first, then the four rows in y, in fp32. Sharper than bilinear, whose
+    blur a history resampled every frame would compound."""
+    b, c, hh, ww = img.shape
+    sx, sy = qx - 0.5, qy - 0.5
+    fx, fy = torch.floor(sx), torch.floor(sy)
+    wx, wy = catmull_rom_weights(sx - fx), catmull_rom_weights(sy - fy)
+    ix0, iy0 = fx.long(), fy.long()
+    flat = img.reshape(b, c, hh * ww)
+    out = None
+    for j in range(4):
+        iy = (iy0 + (j - 1)).clamp(0, hh - 1)
+        row = None
+        for i in range(4):
+            ix = (ix0 + (i - 1)).clamp(0, ww - 1)
+            idx = (iy * ww + ix).reshape(b, 1, -1).expand(b, c, -1)
+            tap = wx[i][:, None] * flat.gather(2, idx).reshape(b, c, *qx.shape[1:])
+            row = tap if row is None else row + tap
+        out = wy[j][:, None] * row if out is None else out + wy[j][:, None] * row
+    return out
 
 
 def clamp_history(history: torch.Tensor, color: torch.Tensor) -> torch.Tensor:
@@ -206,16 +245,22 @@ def clamp_history(history: torch.Tensor, color: torch.Tensor) -> torch.Tensor:
 
 
 # The metadata `upscale.history` of an export, with and without the box; the patterns read the
-# key `upscale.history_clamp` (HISTORY_CLAMP_3X3, or no key: the history warped only).
-HISTORY_CLAMPED = "space_to_depth_crd(clamp(warp(previous output), 3x3 box of color)); reset: bilinear x2 of color"
-HISTORY_PLAIN = "space_to_depth_crd(warp(previous output)); reset: bilinear x2 of color"
+# keys `upscale.history_clamp` (HISTORY_CLAMP_3X3, or no key: the history warped only) and
+# `upscale.history_filter` (HISTORY_FILTERS: how the warp resamples; no key: bilinear).
 HISTORY_CLAMP_3X3 = "color_3x3"
+HISTORY_FILTERS = ("bilinear", "catmull_rom")
 
 
-def history_metadata(clamped: bool) -> dict:
+def history_metadata(clamped: bool, filter: str = "bilinear") -> dict:
+    warped = "warp(previous output)" if filter == "bilinear" else f"warp_{filter}(previous output)"
     if clamped:
-        return {"upscale.history": HISTORY_CLAMPED, "upscale.history_clamp": HISTORY_CLAMP_3X3}
-    return {"upscale.history": HISTORY_PLAIN}
+        warped = f"clamp({warped}, 3x3 box of color)"
+    meta = {"upscale.history": f"space_to_depth_crd({warped}); reset: bilinear x2 of color"}
+    if clamped:
+        meta["upscale.history_clamp"] = HISTORY_CLAMP_3X3
+    if filter != "bilinear":
+        meta["upscale.history_filter"] = filter
+    return meta
 
 
 def quantize(x: torch.Tensor) -> torch.Tensor:
@@ -336,7 +381,7 @@ def step_frames(net, frames, prev):
     if prev is None:
         history = reset_history(color)
     else:
-        history = space_to_depth(warp(quantize(prev), motion, jitter))
+        history = space_to_depth(warp(quantize(prev), motion, jitter, getattr(net, "history_filter", "bilinear")))
         if getattr(net, "history_clamp", False):
             history = clamp_history(history, color)
     return net(color, depth, motion, history, jitter)
@@ -415,6 +460,9 @@ class OrtTemporalNet:
         if clamp not in (None, HISTORY_CLAMP_3X3):
             raise SystemExit(f"{path}: metadata upscale.history_clamp is {clamp!r}; known: {HISTORY_CLAMP_3X3!r} or none")
         self.history_clamp = clamp == HISTORY_CLAMP_3X3
+        self.history_filter = self.sess.get_modelmeta().custom_metadata_map.get("upscale.history_filter", "bilinear")
+        if self.history_filter not in HISTORY_FILTERS:
+            raise SystemExit(f"{path}: metadata upscale.history_filter is {self.history_filter!r}; known: {HISTORY_FILTERS}")
 
     def __call__(self, color, depth, motion, history, jitter):
         planes = jitter[:, :, None, None].expand(-1, -1, *color.shape[-2:])
@@ -521,6 +569,10 @@ def parse_args(argv=None):
                          "(zero motion, the same jitter), so the net learns to keep a still picture")
     ap.add_argument("--hold-warm", type=int, default=32,
                     help="frames without gradient before a held step's unrolled ones")
+    ap.add_argument("--history-filter", default="bilinear", choices=list(HISTORY_FILTERS),
+                    help="how the warp resamples the previous output: bilinear (the shipped model's) or "
+                         "catmull_rom (sharper: a history resampled every frame keeps more detail; "
+                         "the export says it in upscale.history_filter, which the patterns follow)")
     ap.add_argument("--history", default="clamped", choices=["clamped", "plain"],
                     help="clamped: the warped history clamped to the 3x3 box of this frame's colour "
                          "(`clamp_history`; what the patterns feed a model whose metadata says so); "
@@ -581,7 +633,7 @@ def train(args) -> dict:
               f"after warm-up, {b['warmup']['psnr_y']:.3f} in it", flush=True)
     log["baselines"] = baselines
 
-    net = TemporalNet(args.arch, history_clamp=args.history == "clamped")
+    net = TemporalNet(args.arch, history_clamp=args.history == "clamped", history_filter=args.history_filter)
     if args.init:
         net.load_onnx(args.init)
         print(f"initialised from {args.init}", flush=True)
@@ -611,7 +663,7 @@ def train(args) -> dict:
               f"tPSNR-Y {e['steady']['tpsnr_y']:.3f} after warm-up, PSNR-Y {e['warmup']['psnr_y']:.3f} "
               f"in it{hold_note}", flush=True)
         if args.snapshot:
-            snap = {"scale": SCALE, "upscale.arch": args.arch, **history_metadata(net.history_clamp)}
+            snap = {"scale": SCALE, "upscale.arch": args.arch, **history_metadata(net.history_clamp, net.history_filter)}
             onnx.save(to_onnx(net, snap), args.snapshot)
         return e
 
@@ -675,7 +727,7 @@ def train(args) -> dict:
     meta = {
         "scale": SCALE, "upscale.arch": args.arch, "upscale.kind": "temporal",
         "upscale.inputs": ",".join(n for n, _, _ in INPUTS),
-        **history_metadata(net.history_clamp),
+        **history_metadata(net.history_clamp, net.history_filter),
         "upscale.params": nets.param_count(net),
         "upscale.macs_per_output_pixel": macs_per_output_pixel(args.arch),
     }

@@ -2,7 +2,8 @@
 """Quick CPU checks of tools/train/temporal.py (no GPU): python3 tools/train/test_temporal.py
 
 - the warp is the identity without motion, moves by the motion, reads the motion of the render
-  pixel the jitter names, and commutes with the training's mirror;
+  pixel the jitter names, and commutes with the training's mirror; its Catmull-Rom filter is
+  Keys' cubic convolution (a = -0.5) clamped to the edge;
 - space-to-depth is DepthToSpace "CRD"'s inverse;
 - the history is the output clamped to 0..1 in fp16, with the identity's gradient;
 - the export (five inputs, engine op set) matches the torch net in ONNX Runtime;
@@ -63,6 +64,48 @@ def test_warp_commutes_with_the_mirror():
     mirrored = temporal.warp(prev.flip(-1), torch.stack([-motion[:, 0], motion[:, 1]], 1).flip(-1),
                              jitter * torch.tensor([[-1.0, 1.0]]))
     assert torch.allclose(mirrored, temporal.warp(prev, motion, jitter).flip(-1), atol=1e-5)
+
+
+def keys(x):
+    """Keys' cubic convolution kernel with a = -0.5 (the Catmull-Rom spline), from its piecewise
+    definition: a second writing of temporal.catmull_rom_weights."""
+    x = abs(x)
+    if x <= 1:
+        return 1.5 * x ** 3 - 2.5 * x ** 2 + 1
+    return -0.5 * x ** 3 + 2.5 * x ** 2 - 4 * x + 2 if x < 2 else 0.0
+
+
+def test_catmull_rom_warp_is_keys_cubic_clamped_to_the_edge():
+    torch.manual_seed(2)
+    prev = torch.rand(1, 3, 6, 8, dtype=torch.float64).float()
+    for qx, qy in [(2.75, 2.0), (0.6, 5.4), (7.25, 0.8), (3.5, 3.5), (4.01, 1.99)]:
+        got = temporal.catmull_rom(prev, torch.tensor([[[qx]]]), torch.tensor([[[qy]]]))[0, :, 0, 0]
+        sx, sy = qx - 0.5, qy - 0.5
+        want = torch.zeros(3, dtype=torch.float64)
+        for y in range(int(np.floor(sy)) - 1, int(np.floor(sy)) + 3):
+            for x in range(int(np.floor(sx)) - 1, int(np.floor(sx)) + 3):
+                k = keys(sx - x) * keys(sy - y)
+                want += k * prev[0, :, min(max(y, 0), 5), min(max(x, 0), 7)].double()
+        assert torch.allclose(got.double(), want, atol=1e-6), (qx, qy, got, want)
+    # The warp with the filter: the identity without motion, a whole-pixel shift exact.
+    still = torch.zeros(1, 2, 3, 4)
+    jitter = torch.tensor([[0.2, -0.1]])
+    assert torch.allclose(temporal.warp(prev, still, jitter, "catmull_rom"), prev, atol=1e-6)
+    motion = torch.zeros(1, 2, 3, 4)
+    motion[:, 1] = 0.5
+    got = temporal.warp(prev, motion, jitter, "catmull_rom")
+    assert torch.allclose(got[..., 1:, :], prev[..., :-1, :], atol=1e-6)
+    try:
+        temporal.warp(prev, motion, jitter, "lanczos3")
+        raise AssertionError("an unknown filter was taken")
+    except ValueError as e:
+        assert "lanczos3" in str(e) and "catmull_rom" in str(e)
+    # The metadata the export writes for it, and none for the first model's bilinear.
+    meta = temporal.history_metadata(True, "catmull_rom")
+    assert meta["upscale.history_filter"] == "catmull_rom" and meta["upscale.history_clamp"] == "color_3x3"
+    assert "upscale.history_filter" not in temporal.history_metadata(True)
+    assert temporal.history_metadata(True)["upscale.history"] == (
+        "space_to_depth_crd(clamp(warp(previous output), 3x3 box of color)); reset: bilinear x2 of color")
 
 
 def test_history_is_the_clamped_output_in_fp16():

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use ort::value::{TensorElementType, ValueType};
 
+use super::temporal::HistoryFilter;
 use super::ModelError;
 
 /// Channels the renderer feeds and expects back (RGB, NCHW).
@@ -40,6 +41,26 @@ pub fn history_clamp(value: Option<&str>) -> Result<bool, String> {
             "metadata '{HISTORY_CLAMP_KEY}' is {other:?}; this build feeds '{HISTORY_CLAMP_COLOR_3X3}' \
              (the warped history clamped to the 3x3 box of the frame's colour) or, without the key, \
              the warped history as it is (re-export the model with one of them)"
+        )),
+    }
+}
+
+/// Metadata key of a temporal model whose warp resamples the previous output with a filter
+/// other than bilinear ([`HISTORY_FILTER_CATMULL_ROM`]); a model without it takes bilinear.
+pub const HISTORY_FILTER_KEY: &str = "upscale.history_filter";
+pub const HISTORY_FILTER_BILINEAR: &str = "bilinear";
+pub const HISTORY_FILTER_CATMULL_ROM: &str = "catmull_rom";
+
+/// How a temporal model's warp resamples its previous output, from its [`HISTORY_FILTER_KEY`]
+/// value; a value this build does not know is an error that says what it knows.
+pub fn history_filter(value: Option<&str>) -> Result<HistoryFilter, String> {
+    match value {
+        None | Some(HISTORY_FILTER_BILINEAR) => Ok(HistoryFilter::Bilinear),
+        Some(HISTORY_FILTER_CATMULL_ROM) => Ok(HistoryFilter::CatmullRom),
+        Some(other) => Err(format!(
+            "metadata '{HISTORY_FILTER_KEY}' is {other:?}; this build resamples the history with \
+             '{HISTORY_FILTER_BILINEAR}' (also without the key) or '{HISTORY_FILTER_CATMULL_ROM}' \
+             (re-export the model with one of them)"
         )),
     }
 }
@@ -158,6 +179,27 @@ pub(super) fn both(h: Option<u32>, w: Option<u32>) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_history_filter_key_is_known_or_refused_with_what_is() {
+        assert_eq!(history_filter(None), Ok(HistoryFilter::Bilinear));
+        assert_eq!(
+            history_filter(Some("bilinear")),
+            Ok(HistoryFilter::Bilinear)
+        );
+        assert_eq!(
+            history_filter(Some("catmull_rom")),
+            Ok(HistoryFilter::CatmullRom)
+        );
+        let why = history_filter(Some("lanczos3")).unwrap_err();
+        assert!(
+            why.contains("upscale.history_filter")
+                && why.contains("lanczos3")
+                && why.contains("catmull_rom")
+                && why.contains("bilinear"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn the_history_clamp_key_is_known_or_refused_with_what_is() {

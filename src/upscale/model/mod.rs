@@ -22,7 +22,8 @@ use ort::value::TensorRefMut;
 
 pub use graph_run::{run_graph, NamedTensor};
 pub use info::{
-    history_clamp, ModelInfo, ScaleSource, HISTORY_CLAMP_COLOR_3X3, HISTORY_CLAMP_KEY,
+    history_clamp, history_filter, ModelInfo, ScaleSource, HISTORY_CLAMP_COLOR_3X3,
+    HISTORY_CLAMP_KEY, HISTORY_FILTER_BILINEAR, HISTORY_FILTER_CATMULL_ROM, HISTORY_FILTER_KEY,
     IMAGE_CHANNELS, KIND_KEY, MAX_SCALE, SCALE_KEY, TEMPORAL_INPUTS, TEMPORAL_KIND,
     TEMPORAL_REFUSAL,
 };

@@ -19,7 +19,7 @@ use super::session::{invalid_model, open_session};
 use super::temporal::History;
 use super::{
     CudaTarget, ExecutionProvider, ModelError, NamedTensor, OutputBinding, HISTORY_CLAMP_KEY,
-    TEMPORAL_INPUTS,
+    HISTORY_FILTER_KEY, TEMPORAL_INPUTS,
 };
 
 /// Channels of the packed input: the five inputs' channels, concatenated.
@@ -39,7 +39,8 @@ pub struct OrtTemporal {
     names: Vec<String>,
     output_name: String,
     output: Option<OutputBinding>,
-    /// Which history the model takes (its `upscale.history_clamp` metadata).
+    /// Which history the model takes (its `upscale.history_clamp` and `upscale.history_filter`
+    /// metadata).
     history: History,
     /// Set when the session runs on a caller's CUDA stream.
     cuda: Option<CudaTarget>,
@@ -78,7 +79,7 @@ impl OrtTemporal {
         cuda: Option<CudaTarget>,
     ) -> Result<Self, ModelError> {
         let (session, threads) = open_session(path, ep, intra_threads, cuda)?;
-        let (kind, scale, clamp) = {
+        let (kind, scale, clamp, filter) = {
             let meta = session
                 .metadata()
                 .map_err(|e| invalid_model(path, format!("cannot read metadata: {e}")))?;
@@ -86,10 +87,10 @@ impl OrtTemporal {
                 meta.custom(super::KIND_KEY),
                 meta.custom(super::SCALE_KEY),
                 meta.custom(HISTORY_CLAMP_KEY),
+                meta.custom(HISTORY_FILTER_KEY),
             )
         };
-        let history = super::history_clamp(clamp.as_deref())
-            .map(History::from_clamp)
+        let history = History::from_metadata(clamp.as_deref(), filter.as_deref())
             .map_err(|why| invalid_model(path, why))?;
         if kind.as_deref() != Some(super::TEMPORAL_KIND) || scale.as_deref() != Some("2") {
             return Err(invalid_model(

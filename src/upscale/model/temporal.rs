@@ -5,14 +5,15 @@
 //!
 //! For output pixel o (centre o + 0.5), ratio = render size / output size (1/2):
 //! p = (o + 0.5) · ratio; k = clamp(floor(p + jitter)); q = (o + 0.5) − motion\[k\] / ratio;
-//! history\[o\] = bilinear(previous output, q), clamped to the edge, where the previous output
+//! history\[o\] = resample(previous output, q), clamped to the edge ([`HistoryFilter`]: bilinear,
+//! or Catmull-Rom where the model's `upscale.history_filter` says `catmull_rom`), where the previous output
 //! is the model's output clamped to 0..1 and rounded to fp16 ([`keep_history`]; a float history
 //! carries no 8-bit rounding from frame to frame); on a reset the bilinear ×2
 //! of the colour (ONNX Resize linear, half_pixel) and zero motion (a sequence's first frame has
 //! none, whatever ended the history). Space-to-depth: channel c·4 + i·2 + j
 //! holds output pixel (2y + i, 2x + j) of colour c.
 //!
-//! A model whose metadata says `upscale.history_clamp = color_3x3` ([`History::Clamped`]) takes
+//! A model whose metadata says `upscale.history_clamp = color_3x3` ([`History::clamp`]) takes
 //! the warped history clamped, per colour channel, to the box (min, max) of this frame's colour
 //! over the 3×3 render pixels around render pixel (x, y) that holds it (clamped to the edge):
 //! what the previous output brings into a frame is never further from the frame's own samples
@@ -28,23 +29,47 @@ use rayon::prelude::*;
 use super::info::TEMPORAL_INPUTS;
 use super::NamedTensor;
 
-/// Which history a temporal model takes (its `upscale.history_clamp` metadata,
-/// [`super::history_clamp`]).
+/// Which history a temporal model takes: its `upscale.history_clamp` and
+/// `upscale.history_filter` metadata ([`History::from_metadata`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum History {
-    /// The previous output warped to this frame.
-    Warped,
-    /// That, clamped to the 3×3 box of this frame's colour.
-    Clamped,
+pub struct History {
+    /// The warped history clamped to the 3×3 box of this frame's colour.
+    pub clamp: bool,
+    /// How the warp resamples the previous output.
+    pub filter: HistoryFilter,
+}
+
+/// How the warp resamples the previous output at q (texel centres, clamped to the edge).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryFilter {
+    /// Four texels (the first `temporal_x2`'s).
+    Bilinear,
+    /// The separable Catmull-Rom spline over 4 × 4 texels, each row summed in x first, then
+    /// the rows in y: sharper than bilinear, whose blur a history resampled every frame would
+    /// compound.
+    CatmullRom,
 }
 
 impl History {
-    pub fn from_clamp(clamp: bool) -> Self {
-        if clamp {
-            History::Clamped
-        } else {
-            History::Warped
-        }
+    /// The history warped only, bilinear: a model without either key.
+    pub const WARPED: History = History {
+        clamp: false,
+        filter: HistoryFilter::Bilinear,
+    };
+    /// Bilinear, clamped to the box.
+    pub const CLAMPED: History = History {
+        clamp: true,
+        filter: HistoryFilter::Bilinear,
+    };
+
+    /// From the values of a model's [`super::HISTORY_CLAMP_KEY`] and
+    /// [`super::HISTORY_FILTER_KEY`] (None: no key); a value this build does not know is an
+    /// error that names the key and what it knows.
+    pub fn from_metadata(clamp: Option<&str>, filter: Option<&str>) -> Result<Self, String> {
+        Ok(History {
+            clamp: super::history_clamp(clamp)?,
+            filter: super::history_filter(filter)?,
+        })
     }
 }
 
@@ -187,8 +212,9 @@ fn fill_history(
         unorm: &unorm_table(),
         motion: &motion.data,
         jitter: frame.jitter,
+        filter: kind.filter,
     };
-    let clamped = kind == History::Clamped && moving;
+    let clamped = kind.clamp && moving;
     let out: [&mut [f32]; 12] = planes(&mut history.data, n);
     in_bands(out, w, 0..h, band, &|rows, p| {
         // One output row at a time, RGB per pixel, then spread over the six planes that hold
@@ -338,6 +364,7 @@ struct Planes<'a> {
     unorm: &'a [f32; 256],
     motion: &'a [f32],
     jitter: [f32; 2],
+    filter: HistoryFilter,
 }
 
 impl Planes<'_> {
@@ -387,7 +414,11 @@ impl Planes<'_> {
             let p = 3 * (y.clamp(0, oh - 1) * ow + x.clamp(0, ow - 1)) as usize;
             [prev[p], prev[p + 1], prev[p + 2]]
         };
-        bilinear(fetch, (q.0 - 0.5, q.1 - 0.5))
+        let s = (q.0 - 0.5, q.1 - 0.5);
+        match self.filter {
+            HistoryFilter::Bilinear => bilinear(fetch, s),
+            HistoryFilter::CatmullRom => catmull_rom(fetch, s),
+        }
     }
 
     /// ONNX Resize linear (half_pixel) ×2 of the frame's colour at output pixel `o`.
@@ -428,6 +459,42 @@ fn bilinear(fetch: impl Fn(i64, i64) -> [f32; 3], s: (f32, f32)) -> [f32; 3] {
     let top = lerp(fetch(x0, y0), fetch(x0 + 1, y0), wx);
     let bottom = lerp(fetch(x0, y0 + 1), fetch(x0 + 1, y0 + 1), wx);
     lerp(top, bottom, wy)
+}
+
+/// The four Catmull-Rom weights of the taps at −1, 0, 1, 2 from the texel at or left of the
+/// position, for its fraction `t` in [0, 1) (written as `temporal_pre.comp` and
+/// `tools/train/temporal.py` write them).
+#[inline(always)]
+fn catmull_rom_weights(t: f32) -> [f32; 4] {
+    [
+        t * (-0.5 + t * (1.0 - 0.5 * t)),
+        1.0 + t * t * (-2.5 + 1.5 * t),
+        t * (0.5 + t * (2.0 - 1.5 * t)),
+        t * t * (-0.5 + 0.5 * t),
+    ]
+}
+
+/// The separable Catmull-Rom spline at `s` (texel-centre coordinates) of `fetch`, which
+/// clamps: each row's four taps summed in x first, then the four rows in y.
+#[inline(always)]
+fn catmull_rom(fetch: impl Fn(i64, i64) -> [f32; 3], s: (f32, f32)) -> [f32; 3] {
+    let (fx, fy) = (floor(s.0), floor(s.1));
+    let (wx, wy) = (catmull_rom_weights(s.0 - fx), catmull_rom_weights(s.1 - fy));
+    let (x0, y0) = (fx as i64 - 1, fy as i64 - 1);
+    let mut sum = [0.0f32; 3];
+    for (j, wy) in wy.into_iter().enumerate() {
+        let mut row = [0.0f32; 3];
+        for (i, wx) in wx.into_iter().enumerate() {
+            let v = fetch(x0 + i as i64, y0 + j as i64);
+            for c in 0..3 {
+                row[c] += wx * v[c];
+            }
+        }
+        for c in 0..3 {
+            sum[c] += wy * row[c];
+        }
+    }
+    sum
 }
 
 #[cfg(test)]
@@ -499,7 +566,14 @@ mod tests {
             jitter: [-0.3, 0.2],
         };
         for previous in [None, Some(prev.as_slice())] {
-            for kind in [History::Warped, History::Clamped] {
+            for kind in [
+                History::WARPED,
+                History::CLAMPED,
+                History {
+                    clamp: true,
+                    filter: HistoryFilter::CatmullRom,
+                },
+            ] {
                 let mut whole = empty_inputs(w, h);
                 fill_inputs_in_bands(&frame, previous, kind, &mut whole, h);
                 for band in [1, 4, 7, 22] {
@@ -572,7 +646,7 @@ mod tests {
         let t = inputs(
             &frame(&color, &depth, &motion),
             Some(&prev),
-            History::Warped,
+            History::WARPED,
         );
         let history = &t[3].data;
         // Output pixel (2x + j, 2y + i) of channel c sits at channel c*4 + i*2 + j.
@@ -600,16 +674,113 @@ mod tests {
         let t = inputs(
             &frame(&color, &depth, &motion),
             Some(&prev),
-            History::Warped,
+            History::WARPED,
         );
         // Output pixel (3, 0) (x 1, j 1: channel 1, pixel 1) shows what the previous output
         // had at (2, 0).
         let sub1 = 8;
         assert_eq!(t[3].data[sub1 + 1], f16::from_f32(2.0 / 255.0).to_f32());
-        let reset = inputs(&frame(&color, &depth, &motion), None, History::Warped);
+        let reset = inputs(&frame(&color, &depth, &motion), None, History::WARPED);
         // Output pixel (1, 0): source x 0.25 between colours 0 and 30.
         let want = (0.75 * 0.0 + 0.25 * 30.0) / 255.0;
         assert!((reset[3].data[sub1] - want).abs() < 1e-6);
+    }
+
+    /// Keys' cubic convolution kernel with a = −0.5 (the Catmull-Rom spline), written from its
+    /// piecewise definition: a second writing of [`catmull_rom_weights`].
+    fn keys(x: f64) -> f64 {
+        let x = x.abs();
+        if x <= 1.0 {
+            1.5 * x * x * x - 2.5 * x * x + 1.0
+        } else if x < 2.0 {
+            -0.5 * x * x * x + 2.5 * x * x - 4.0 * x + 2.0
+        } else {
+            0.0
+        }
+    }
+
+    #[test]
+    fn the_catmull_rom_history_is_keys_cubic_and_keeps_texels_and_ramps() {
+        // An 8 x 6 image with a different value in every texel and channel.
+        let (w, h) = (8i64, 6i64);
+        let value = |x: i64, y: i64, c: usize| ((x * 7 + y * 13 + c as i64 * 5) % 17) as f32 / 16.0;
+        let fetch = |x: i64, y: i64| {
+            let (x, y) = (x.clamp(0, w - 1), y.clamp(0, h - 1));
+            [0, 1, 2].map(|c| value(x, y, c))
+        };
+        // At texel centres it is the texel (the weights are 0, 1, 0, 0).
+        for (x, y) in [(0, 0), (3, 2), (7, 5)] {
+            assert_eq!(catmull_rom(fetch, (x as f32, y as f32)), fetch(x, y));
+        }
+        // Between them it is the separable cubic convolution, edge texels repeated.
+        for s in [
+            (2.25f32, 1.5f32),
+            (0.1, 4.9),
+            (6.75, 0.3),
+            (-0.4, 5.6),
+            (3.999, 2.001),
+        ] {
+            let got = catmull_rom(fetch, s);
+            for (c, got) in got.into_iter().enumerate() {
+                let mut want = 0.0;
+                for y in s.1.floor() as i64 - 1..=s.1.floor() as i64 + 2 {
+                    for x in s.0.floor() as i64 - 1..=s.0.floor() as i64 + 2 {
+                        let k = keys(f64::from(s.0) - x as f64) * keys(f64::from(s.1) - y as f64);
+                        want += k * f64::from(fetch(x, y)[c]);
+                    }
+                }
+                assert!(
+                    (f64::from(got) - want).abs() < 1e-6,
+                    "{s:?} {c}: {got} vs {want}"
+                );
+            }
+        }
+        // A ramp away from the edges comes back exactly (the spline reproduces lines).
+        let ramp = |x: i64, _y: i64| [x as f32 * 0.125, 0.5, 1.0 - x as f32 * 0.0625];
+        for x in [1.0f32, 1.3, 2.5, 4.875] {
+            let got = catmull_rom(ramp, (x, 3.7));
+            let want = [x * 0.125, 0.5, 1.0 - x * 0.0625];
+            for c in 0..3 {
+                assert!((got[c] - want[c]).abs() < 1e-6, "{x} {c}: {got:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_catmull_rom_model_is_fed_the_sharper_warp_and_a_bilinear_one_the_first() {
+        // One bright output column in a dark previous output, moved half an output pixel:
+        // bilinear spreads it over two columns, Catmull-Rom keeps more of it and rings beside it.
+        let (w, h) = (4, 2);
+        let color = vec![128u8; 4 * w * h];
+        let depth = vec![0.5; w * h];
+        let motion: Vec<f16> = [0.25f32, 0.0]
+            .iter()
+            .flat_map(|&m| vec![f16::from_f32(m); w * h])
+            .collect();
+        let prev: Vec<f32> = (0..2 * w * 2 * h)
+            .flat_map(|i| [if i % (2 * w) == 3 { 1.0 } else { 0.0 }; 3])
+            .collect();
+        let f = frame(&color, &depth, &motion);
+        let bilinear = inputs(&f, Some(&prev), History::WARPED);
+        let sharp = History {
+            clamp: false,
+            filter: HistoryFilter::CatmullRom,
+        };
+        let cr = inputs(&f, Some(&prev), sharp);
+        // Output column 3 of row 0 reads q = 3.5 − 0.5 = 3.0: between columns 2 and 3.
+        // Output pixel (3, 0) is render pixel (1, 0), sub-pixel (0, 1): red is channel 1.
+        let at = |x: usize| w * h + x;
+        assert_eq!(bilinear[3].data[at(1)], 0.5);
+        assert_eq!(cr[3].data[at(1)], 0.5625);
+        // Output column 5 reads q = 5.0, between columns 4 and 5, two texels from the bright
+        // one: Catmull-Rom's negative lobe.
+        assert_eq!(bilinear[3].data[at(2)], 0.0);
+        assert_eq!(cr[3].data[at(2)], -0.0625);
+        // A reset's history is the bilinear colour whatever the filter.
+        assert_eq!(
+            inputs(&f, None, sharp)[3].data,
+            inputs(&f, None, History::WARPED)[3].data
+        );
     }
 
     #[test]
@@ -623,8 +794,8 @@ mod tests {
             .flat_map(|_| [1.0, 100.0 / 255.0, 1.0].map(|v| f16::from_f32(v).to_f32()))
             .collect();
         let f = frame(&color, &depth, &motion);
-        let plain = inputs(&f, Some(&prev), History::Warped);
-        let clamped = inputs(&f, Some(&prev), History::Clamped);
+        let plain = inputs(&f, Some(&prev), History::WARPED);
+        let clamped = inputs(&f, Some(&prev), History::CLAMPED);
         let n = 8;
         for (x, y) in [(0, 0), (1, 0), (3, 1), (2, 1)] {
             // The 3x3 box around (x, y), clamped to the edge: rows 0..=1 always, columns x-1..=x+1.
@@ -646,8 +817,8 @@ mod tests {
             }
         }
         // A reset's history is the bilinear colour either way.
-        let reset = inputs(&f, None, History::Clamped);
-        assert_eq!(reset[3].data, inputs(&f, None, History::Warped)[3].data);
+        let reset = inputs(&f, None, History::CLAMPED);
+        assert_eq!(reset[3].data, inputs(&f, None, History::WARPED)[3].data);
     }
 
     #[test]
@@ -704,24 +875,24 @@ mod tests {
         let threads = rayon::current_num_threads();
         for (label, previous) in [("reset", None), ("warped + clamped", Some(prev.as_slice()))] {
             time(&format!("fill_inputs {label}, one thread"), &mut || {
-                fill_inputs_in_bands(&frame, previous, History::Clamped, &mut tensors, h)
+                fill_inputs_in_bands(&frame, previous, History::CLAMPED, &mut tensors, h)
             });
             time(
                 &format!("fill_inputs {label}, {threads} threads"),
-                &mut || fill_inputs(&frame, previous, History::Clamped, &mut tensors),
+                &mut || fill_inputs(&frame, previous, History::CLAMPED, &mut tensors),
             );
         }
         time("  of which the planes (moving), one thread", &mut || {
             fill_planes(&frame, true, &mut tensors, h)
         });
         time("  of which the history (warped), one thread", &mut || {
-            fill_history(&frame, Some(&prev), History::Warped, &mut tensors, h)
+            fill_history(&frame, Some(&prev), History::WARPED, &mut tensors, h)
         });
         time("  of which the history (clamped), one thread", &mut || {
-            fill_history(&frame, Some(&prev), History::Clamped, &mut tensors, h)
+            fill_history(&frame, Some(&prev), History::CLAMPED, &mut tensors, h)
         });
         time("  of which the history (reset), one thread", &mut || {
-            fill_history(&frame, None, History::Clamped, &mut tensors, h)
+            fill_history(&frame, None, History::CLAMPED, &mut tensors, h)
         });
         for (i, v) in output.iter_mut().enumerate() {
             *v = (i % 300) as f32 / 250.0 - 0.1;
