@@ -5,13 +5,13 @@
 //!
 //! For output pixel o (centre o + 0.5), ratio = render size / output size (1/2):
 //! p = (o + 0.5) · ratio; k = clamp(floor(p + jitter)); q = (o + 0.5) − motion\[k\] / ratio;
-//! history\[o\] = resample(previous output, q), clamped to the edge ([`HistoryFilter`]: bilinear,
-//! or Catmull-Rom where the model's `upscale.history_filter` says `catmull_rom`), where the previous output
-//! is the model's output clamped to 0..1 and rounded to fp16 ([`keep_history`]; a float history
-//! carries no 8-bit rounding from frame to frame); on a reset the bilinear ×2
-//! of the colour (ONNX Resize linear, half_pixel) and zero motion (a sequence's first frame has
-//! none, whatever ended the history). Space-to-depth: channel c·4 + i·2 + j
-//! holds output pixel (2y + i, 2x + j) of colour c.
+//! history\[o\] = resample(previous output, q), clamped to the edge ([`HistoryFilter`]:
+//! bilinear, or Catmull-Rom where the model's `upscale.history_filter` says `catmull_rom`),
+//! where the previous output is the model's output clamped to 0..1 and rounded to fp16
+//! ([`keep_history`]; a float history carries no 8-bit rounding from frame to frame); on a
+//! reset the bilinear ×2 of the colour (ONNX Resize linear, half_pixel) and zero motion (a
+//! sequence's first frame has none, whatever ended the history). Space-to-depth: channel
+//! c·4 + i·2 + j holds output pixel (2y + i, 2x + j) of colour c.
 //!
 //! A model whose metadata says `upscale.history_clamp = color_3x3` ([`History::clamp`]) takes
 //! the warped history clamped, per colour channel, to the box (min, max) of this frame's colour
