@@ -280,7 +280,11 @@ fn in_stream_and_cpu_roundtrip_run_it_as_its_definition_says_on_a_rendered_seque
     // the model's metadata asks for.
     let graph = Graph::load(&temporal_model()).unwrap();
     let key = |k: &str| graph.metadata.get(k).map(String::as_str);
-    let kind = temporal_inputs::History::from_metadata(key).unwrap();
+    let kind = temporal_inputs::History::from_metadata(
+        key(model::HISTORY_CLAMP_KEY),
+        key(model::HISTORY_FILTER_KEY),
+    )
+    .unwrap();
     println!("temporal_x2 takes the history {kind:?}");
     let mut source = FrameSource::temporal(&config, args.supersample).unwrap();
     let seq = sequences::sequences(source.world(), args.seed, 1, SEQUENCE_FRAMES).remove(0);
@@ -393,7 +397,7 @@ fn the_engine_runs_a_temporal_model_between_its_concatenation_and_its_correction
 
 #[test]
 fn the_plan_feeds_the_history_the_model_asks_for_and_refuses_one_it_does_not_know() {
-    use temporal_inputs::{History, HistoryFilter, HistoryMotion};
+    use temporal_inputs::{History, HistoryFilter};
     let plan = |entries: &[(&str, &str)]| {
         let mut graph = tiny_temporal("CRD");
         for (k, v) in entries {
@@ -409,23 +413,12 @@ fn the_plan_feeds_the_history_the_model_asks_for_and_refuses_one_it_does_not_kno
         plan(&[clamp, sharp]).unwrap().history,
         Some(History {
             clamp: true,
-            filter: HistoryFilter::CatmullRom,
-            motion: HistoryMotion::Pixel
-        })
-    );
-    let nearest = (model::HISTORY_MOTION_KEY, model::HISTORY_MOTION_NEAREST_3X3);
-    assert_eq!(
-        plan(&[clamp, sharp, nearest]).unwrap().history,
-        Some(History {
-            clamp: true,
-            filter: HistoryFilter::CatmullRom,
-            motion: HistoryMotion::Nearest3x3
+            filter: HistoryFilter::CatmullRom
         })
     );
     for (key, value) in [
         (model::HISTORY_CLAMP_KEY, "ycocg_5x5"),
         (model::HISTORY_FILTER_KEY, "lanczos3"),
-        (model::HISTORY_MOTION_KEY, "nearest_5x5"),
     ] {
         let Err(e) = plan(&[(key, value)]) else {
             panic!("an unknown history ({key} = {value}) was planned");
@@ -527,20 +520,20 @@ fn assert_patterns_agree(
     reference
 }
 
-/// A copy of the shipped temporal model (same weights) whose history metadata `entries` (key,
-/// value) replace its own, in the test's output folder under `name`.
-fn with_history(name: &str, entries: &[(&str, &str)]) -> PathBuf {
+/// A copy of the shipped temporal model whose `upscale.history_filter` is `filter` (same
+/// weights), in the test's output folder.
+fn with_history_filter(filter: &str) -> PathBuf {
     use onnx_protobuf::Message as _;
     let bytes = std::fs::read(temporal_model()).unwrap();
     let mut proto = onnx_protobuf::ModelProto::parse_from_bytes(&bytes).unwrap();
-    for (key, value) in entries {
-        proto.metadata_props.retain(|p| p.key != *key);
-        let mut entry = onnx_protobuf::StringStringEntryProto::new();
-        entry.key = (*key).into();
-        entry.value = (*value).into();
-        proto.metadata_props.push(entry);
-    }
-    let path = common::out_dir("temporal_history").join(format!("{name}.onnx"));
+    proto
+        .metadata_props
+        .retain(|p| p.key != model::HISTORY_FILTER_KEY);
+    let mut entry = onnx_protobuf::StringStringEntryProto::new();
+    entry.key = model::HISTORY_FILTER_KEY.into();
+    entry.value = filter.into();
+    proto.metadata_props.push(entry);
+    let path = common::out_dir("temporal_filter").join(format!("temporal_{filter}.onnx"));
     std::fs::write(&path, proto.write_to_bytes().unwrap()).unwrap();
     path
 }
@@ -566,41 +559,31 @@ fn the_patterns_agree_frame_by_frame_with_history() {
     );
 }
 
-/// The same agreement with the history filter and the warp's motion the shipped model does not
-/// take (the same weights, the other `upscale.history_filter` and `upscale.history_motion`):
-/// the shader's and the host's Catmull-Rom (or bilinear) warps are one definition too, and so
-/// are their choices of the nearest surface's motion (or each pixel's own).
+/// The same agreement with the history filter the shipped model does not take (the same
+/// weights, the other `upscale.history_filter`): the shader's and the host's Catmull-Rom
+/// (or bilinear) warps are one definition too.
 #[test]
-fn the_patterns_agree_with_the_other_history_filter_and_motion() {
+fn the_patterns_agree_with_the_other_history_filter() {
     let graph = Graph::load(&temporal_model()).unwrap();
-    let key = |k: &str| graph.metadata.get(k).map(String::as_str);
-    let shipped = temporal_inputs::History::from_metadata(key).unwrap();
-    let filter = match shipped.filter {
+    let shipped = graph
+        .metadata
+        .get(model::HISTORY_FILTER_KEY)
+        .map(String::as_str);
+    let other = match model::history_filter(shipped).unwrap() {
         temporal_inputs::HistoryFilter::Bilinear => model::HISTORY_FILTER_CATMULL_ROM,
         temporal_inputs::HistoryFilter::CatmullRom => model::HISTORY_FILTER_BILINEAR,
     };
-    let motion = match shipped.motion {
-        temporal_inputs::HistoryMotion::Pixel => model::HISTORY_MOTION_NEAREST_3X3,
-        temporal_inputs::HistoryMotion::Nearest3x3 => model::HISTORY_MOTION_PIXEL,
-    };
-    let other = with_history(
-        &format!("temporal_{filter}_{motion}"),
-        &[
-            (model::HISTORY_FILTER_KEY, filter),
-            (model::HISTORY_MOTION_KEY, motion),
-        ],
-    );
     let theirs = assert_patterns_agree(
-        &other,
+        &with_history_filter(other),
         32,
         &[Pattern::InStream, Pattern::SharedMemory],
         (1, 0.1),
     );
-    // The keys are followed: the same weights give another picture with the other history.
+    // The key is followed: the same weights give another picture with the other filter.
     let (_, ours) = last_frame(&temporal_model(), Pattern::CpuRoundtrip, 32);
     let differ = max_channel_diff(&theirs, &ours);
-    println!("{filter}, {motion} against the shipped history after 32 frames: max {differ}/255");
-    assert!(differ > 1, "the history keys changed nothing: {differ}/255");
+    println!("{other} against the shipped filter after 32 frames: max {differ}/255");
+    assert!(differ > 1, "the filter changed nothing: {differ}/255");
 }
 
 /// 160x90 -> 320x180 with the temporal model, the default (auto) jitter: on while it runs.

@@ -21,11 +21,6 @@
 //                                              from 4 x 4, each row summed in x, then the rows
 // The previous output is the model's output clamped to 0..1 in fp16 (`temporal_post.comp` keeps
 // it beside the 8-bit image: a float history carries no 8-bit rounding on to the next frame).
-// With NEAREST_MOTION (a model whose metadata says upscale.history_motion = nearest_3x3) the
-// warp takes, instead of motion[k], the motion of the nearest surface (the smallest depth) among
-// the 3x3 render pixels around k (clamped to the edge; k first, then the nine in rows from the
-// top left, a later one taken only where its depth is strictly smaller): at a silhouette the
-// pixels just behind it move with the edge the previous output drew across them.
 // With CLAMP_HISTORY (a model whose metadata says upscale.history_clamp = color_3x3) the warped
 // history is clamped per colour channel to the min and max of this frame's colour over the
 // 3x3 render pixels around this one (clamped to the edge), in fp32.
@@ -35,7 +30,6 @@ layout(local_size_x = 16, local_size_y = 8) in;
 layout(constant_id = 0) const bool WRITE_WARPED = true;
 layout(constant_id = 1) const bool CLAMP_HISTORY = false;
 layout(constant_id = 2) const bool CATMULL_ROM = false;
-layout(constant_id = 3) const bool NEAREST_MOTION = false;
 
 layout(set = 0, binding = 0) uniform sampler2D color_in;
 layout(set = 0, binding = 1) uniform sampler2D depth_in;
@@ -100,23 +94,6 @@ vec3 sample_previous_catmull_rom(vec2 q) {
     return sum;
 }
 
-// The render pixel of the nearest surface among the 3x3 around k (NEAREST_MOTION's order).
-ivec2 nearest_surface(ivec2 k, ivec2 size) {
-    ivec2 best = k;
-    float nearest = texelFetch(depth_in, k, 0).r;
-    for (int dy = -1; dy <= 1; dy++) {
-        for (int dx = -1; dx <= 1; dx++) {
-            ivec2 n = clamp(k + ivec2(dx, dy), ivec2(0), size - 1);
-            float d = texelFetch(depth_in, n, 0).r;
-            if (d < nearest) {
-                best = n;
-                nearest = d;
-            }
-        }
-    }
-    return best;
-}
-
 // ONNX Resize linear, half_pixel, x2 of the colour at output pixel o (the reset history).
 vec3 bilinear_color(ivec2 o, ivec2 size) {
     vec2 s = max((vec2(o) + 0.5) * 0.5 - 0.5, vec2(0.0));
@@ -175,7 +152,7 @@ void main() {
         if (warp) {
             vec2 centre = vec2(o) + 0.5;
             ivec2 k = clamp(ivec2(floor(centre * RATIO + pc.jitter)), ivec2(0), size - 1);
-            vec2 m = texelFetch(motion_in, NEAREST_MOTION ? nearest_surface(k, size) : k, 0).rg;
+            vec2 m = texelFetch(motion_in, k, 0).rg;
             h = CATMULL_ROM ? sample_previous_catmull_rom(centre - m / RATIO)
                             : sample_previous(centre - m / RATIO);
             if (CLAMP_HISTORY) {

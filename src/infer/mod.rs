@@ -98,8 +98,11 @@ pub fn plan_temporal(
         )
     })?;
     let key = |k: &str| graph.metadata.get(k).map(String::as_str);
-    let history =
-        model::temporal::History::from_metadata(key).map_err(|reason| err(&graph, reason))?;
+    let history = model::temporal::History::from_metadata(
+        key(model::HISTORY_CLAMP_KEY),
+        key(model::HISTORY_FILTER_KEY),
+    )
+    .map_err(|reason| err(&graph, reason))?;
     let concat = graph.nodes[head].output[0].clone();
     let dims = |v: &[usize]| v.iter().map(|&d| graph::Dim::Fixed(d)).collect();
     let (h, w) = (height as usize, width as usize);

@@ -24,7 +24,7 @@ use crate::gpu::{self, Buffer, Gpu};
 use crate::infer::ops::Recorder;
 use crate::infer::pipelines::{PipeId, PipelineDesc, Pipelines};
 use crate::infer::{Engine, Precision};
-use crate::upscale::model::temporal::{History, HistoryFilter, HistoryMotion};
+use crate::upscale::model::temporal::{History, HistoryFilter};
 use crate::upscale::FrameIo;
 use crate::upscale::Timestamps;
 
@@ -115,12 +115,11 @@ impl TemporalIo {
                 pre,
                 pre_bindings,
                 std::mem::size_of::<PrePush>() as u32,
-                // WRITE_WARPED, CLAMP_HISTORY, CATMULL_ROM, NEAREST_MOTION
+                // WRITE_WARPED, CLAMP_HISTORY, CATMULL_ROM
                 vec![
                     u32::from(mode == Mode::Engine),
                     u32::from(history.clamp),
                     u32::from(history.filter == HistoryFilter::CatmullRom),
-                    u32::from(history.motion == HistoryMotion::Nearest3x3),
                 ],
             ),
         )?;

@@ -32,12 +32,12 @@ QUALITY_LIMIT_S="${QUALITY_LIMIT_S:-300}"
 # QUALITY_ARGS="--sequences 1 --frames 6 --warmup 2" TRAIN_ARGS="--arch tsr8 --patch 32 --warmup 2" ...
 CONFIG="${CONFIG:-config.toml}"
 QUALITY_ARGS="${QUALITY_ARGS:-}"
-# The recipe (2026-12-08): a fine-tune of the shipped model (Catmull-Rom history, clamped) to
-# the warp that takes the nearest surface's motion (--history-motion nearest_3x3), walks only,
-# the two seeds side by side from the same weights. The one-frame warp of the supersampled
-# target on lavapipe's held-out sequences gains 0.49 dB PSNR-Y with it (31.43 -> 31.92, Catmull-Rom;
-# clamped 32.37 -> 32.77). The shipped model's own command is in models/README.md.
-TRAIN_ARGS="${TRAIN_ARGS:---arch tsr16 --batch 32 --patch 96 --unroll 6 --warm-max 8 --history-filter catmull_rom --history-motion nearest_3x3 --init models/temporal_x2.onnx --lr 3e-4 --tf32 --eval-every 200}"
+# The recipe (2026-12-07, second session): a fine-tune of the shipped model (bilinear history,
+# clamped) to the Catmull-Rom history (--history-filter catmull_rom), walks only, the two seeds
+# side by side from the same weights. A CPU probe on lavapipe's sequences (1,200 steps of batch 8,
+# 64 x 64) gained 0.09 dB PSNR-Y over the same fine-tune with the bilinear history. The shipped
+# model's own command is in models/README.md.
+TRAIN_ARGS="${TRAIN_ARGS:---arch tsr16 --batch 32 --patch 96 --unroll 6 --warm-max 8 --history-filter catmull_rom --init models/temporal_x2.onnx --lr 3e-4 --tf32 --eval-every 200}"
 start=$SECONDS
 stamp() { echo "== [$((SECONDS - start)) s] $*"; }
 

@@ -98,16 +98,12 @@ class TemporalNet(nets.CollapsibleNet):
 
     long_skip = True
 
-    def __init__(self, arch: str, history_clamp: bool = True, history_filter: str = "bilinear",
-                 history_motion: str = "pixel"):
+    def __init__(self, arch: str, history_clamp: bool = True, history_filter: str = "bilinear"):
         super().__init__(arch, layers=ARCHS[arch], leaky=LEAKY, expand=EXPAND)
         if history_filter not in HISTORY_FILTERS:
             raise ValueError(f"history filter {history_filter!r} is not one of {HISTORY_FILTERS}")
-        if history_motion not in HISTORY_MOTIONS:
-            raise ValueError(f"history motion {history_motion!r} is not one of {HISTORY_MOTIONS}")
         self.history_clamp = history_clamp
         self.history_filter = history_filter
-        self.history_motion = history_motion
         self.register_buffer("scales", torch.tensor(input_scales()).view(1, IN, 1, 1), persistent=False)
 
     def forward(self, color, depth, motion, history, jitter):
@@ -203,27 +199,6 @@ def warp(prev: torch.Tensor, motion: torch.Tensor, jitter: torch.Tensor, filter:
     return F.grid_sample(prev, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
-def nearest_motion(motion: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
-    """The motion [B, 2, h, w] each render pixel's warp takes with the history motion
-    "nearest_3x3": that of the nearest surface (the smallest depth) among the 3 x 3 render
-    pixels around it, clamped to the edge; the centre first, then the nine in rows from the top
-    left, a later one taken only where its depth is strictly smaller (the shader and the host
-    path choose in the same order). At a silhouette the edge pixels behind then move with the
-    surface in front, whose edge the previous output drew across them (the one-frame warp of
-    the target, lavapipe's held-out sequences: 31.43 -> 31.92 dB PSNR-Y with Catmull-Rom)."""
-    h, w = depth.shape[-2:]
-    dp = F.pad(depth, (1, 1, 1, 1), mode="replicate")
-    mp = F.pad(motion, (1, 1, 1, 1), mode="replicate")
-    best_d, best_m = depth, motion
-    for dy in range(3):
-        for dx in range(3):
-            d = dp[:, :, dy:dy + h, dx:dx + w]
-            take = d < best_d
-            best_d = torch.where(take, d, best_d)
-            best_m = torch.where(take, mp[:, :, dy:dy + h, dx:dx + w], best_m)
-    return best_m
-
-
 def catmull_rom_weights(t: torch.Tensor) -> list:
     """The four Catmull-Rom weights (taps at -1, 0, 1, 2 from the texel at or left of the
     position) for the fraction t in [0, 1), written as the shader and the host path write them."""
@@ -274,16 +249,10 @@ def clamp_history(history: torch.Tensor, color: torch.Tensor) -> torch.Tensor:
 # `upscale.history_filter` (HISTORY_FILTERS: how the warp resamples; no key: bilinear).
 HISTORY_CLAMP_3X3 = "color_3x3"
 HISTORY_FILTERS = ("bilinear", "catmull_rom")
-# `upscale.history_motion`: which motion vector the warp of output pixel o takes, render pixel
-# k's own ("pixel", or no key) or `nearest_motion`'s of k ("nearest_3x3").
-HISTORY_MOTION_PIXEL = "pixel"
-HISTORY_MOTIONS = (HISTORY_MOTION_PIXEL, "nearest_3x3")
 
 
-def history_metadata(clamped: bool, filter: str = "bilinear", motion: str = HISTORY_MOTION_PIXEL) -> dict:
+def history_metadata(clamped: bool, filter: str = "bilinear") -> dict:
     warped = "warp(previous output)" if filter == "bilinear" else f"warp_{filter}(previous output)"
-    if motion != HISTORY_MOTION_PIXEL:
-        warped = warped.replace("warp", f"warp_motion_{motion}", 1)
     if clamped:
         warped = f"clamp({warped}, 3x3 box of color)"
     meta = {"upscale.history": f"space_to_depth_crd({warped}); reset: bilinear x2 of color"}
@@ -291,8 +260,6 @@ def history_metadata(clamped: bool, filter: str = "bilinear", motion: str = HIST
         meta["upscale.history_clamp"] = HISTORY_CLAMP_3X3
     if filter != "bilinear":
         meta["upscale.history_filter"] = filter
-    if motion != HISTORY_MOTION_PIXEL:
-        meta["upscale.history_motion"] = motion
     return meta
 
 
@@ -414,11 +381,7 @@ def step_frames(net, frames, prev):
     if prev is None:
         history = reset_history(color)
     else:
-        if getattr(net, "history_motion", HISTORY_MOTION_PIXEL) != HISTORY_MOTION_PIXEL:
-            warp_motion = nearest_motion(motion, depth)
-        else:
-            warp_motion = motion
-        history = space_to_depth(warp(quantize(prev), warp_motion, jitter, getattr(net, "history_filter", "bilinear")))
+        history = space_to_depth(warp(quantize(prev), motion, jitter, getattr(net, "history_filter", "bilinear")))
         if getattr(net, "history_clamp", False):
             history = clamp_history(history, color)
     return net(color, depth, motion, history, jitter)
@@ -500,10 +463,6 @@ class OrtTemporalNet:
         self.history_filter = self.sess.get_modelmeta().custom_metadata_map.get("upscale.history_filter", "bilinear")
         if self.history_filter not in HISTORY_FILTERS:
             raise SystemExit(f"{path}: metadata upscale.history_filter is {self.history_filter!r}; known: {HISTORY_FILTERS}")
-        self.history_motion = self.sess.get_modelmeta().custom_metadata_map.get("upscale.history_motion",
-                                                                                 HISTORY_MOTION_PIXEL)
-        if self.history_motion not in HISTORY_MOTIONS:
-            raise SystemExit(f"{path}: metadata upscale.history_motion is {self.history_motion!r}; known: {HISTORY_MOTIONS}")
 
     def __call__(self, color, depth, motion, history, jitter):
         planes = jitter[:, :, None, None].expand(-1, -1, *color.shape[-2:])
@@ -614,10 +573,6 @@ def parse_args(argv=None):
                     help="how the warp resamples the previous output: bilinear (the shipped model's) or "
                          "catmull_rom (sharper: a history resampled every frame keeps more detail; "
                          "the export says it in upscale.history_filter, which the patterns follow)")
-    ap.add_argument("--history-motion", default=HISTORY_MOTION_PIXEL, choices=list(HISTORY_MOTIONS),
-                    help="which motion vector the warp takes: each render pixel's own (pixel, the shipped "
-                         "model's until 2026-12-08) or that of the nearest surface in the 3x3 around it "
-                         "(nearest_3x3: silhouettes carry their edge; upscale.history_motion says it)")
     ap.add_argument("--history", default="clamped", choices=["clamped", "plain"],
                     help="clamped: the warped history clamped to the 3x3 box of this frame's colour "
                          "(`clamp_history`; what the patterns feed a model whose metadata says so); "
@@ -678,8 +633,7 @@ def train(args) -> dict:
               f"after warm-up, {b['warmup']['psnr_y']:.3f} in it", flush=True)
     log["baselines"] = baselines
 
-    net = TemporalNet(args.arch, history_clamp=args.history == "clamped", history_filter=args.history_filter,
-                      history_motion=args.history_motion)
+    net = TemporalNet(args.arch, history_clamp=args.history == "clamped", history_filter=args.history_filter)
     if args.init:
         net.load_onnx(args.init)
         print(f"initialised from {args.init}", flush=True)
@@ -709,7 +663,7 @@ def train(args) -> dict:
               f"tPSNR-Y {e['steady']['tpsnr_y']:.3f} after warm-up, PSNR-Y {e['warmup']['psnr_y']:.3f} "
               f"in it{hold_note}", flush=True)
         if args.snapshot:
-            snap = {"scale": SCALE, "upscale.arch": args.arch, **history_metadata(net.history_clamp, net.history_filter, net.history_motion)}
+            snap = {"scale": SCALE, "upscale.arch": args.arch, **history_metadata(net.history_clamp, net.history_filter)}
             onnx.save(to_onnx(net, snap), args.snapshot)
         return e
 
@@ -773,7 +727,7 @@ def train(args) -> dict:
     meta = {
         "scale": SCALE, "upscale.arch": args.arch, "upscale.kind": "temporal",
         "upscale.inputs": ",".join(n for n, _, _ in INPUTS),
-        **history_metadata(net.history_clamp, net.history_filter, net.history_motion),
+        **history_metadata(net.history_clamp, net.history_filter),
         "upscale.params": nets.param_count(net),
         "upscale.macs_per_output_pixel": macs_per_output_pixel(args.arch),
     }

@@ -108,46 +108,6 @@ def test_catmull_rom_warp_is_keys_cubic_clamped_to_the_edge():
         "space_to_depth_crd(clamp(warp(previous output), 3x3 box of color)); reset: bilinear x2 of color")
 
 
-def test_nearest_motion_takes_the_nearest_surface_of_the_3x3_in_order():
-    # The definition src/upscale/model/temporal.rs and temporal_pre.comp write: the centre
-    # first, then the nine in rows from the top left, a later one taken only where its depth is
-    # strictly smaller; edge-clamped.
-    torch.manual_seed(3)
-    depth = torch.randint(0, 4, (2, 1, 5, 7)).float() / 4.0  # many ties
-    motion = torch.randn(2, 2, 5, 7)
-    got = temporal.nearest_motion(motion, depth)
-    for b in range(2):
-        for y in range(5):
-            for x in range(7):
-                best = (y, x)
-                for dy in (-1, 0, 1):
-                    for dx in (-1, 0, 1):
-                        yy, xx = min(max(y + dy, 0), 4), min(max(x + dx, 0), 6)
-                        if depth[b, 0, yy, xx] < depth[b, 0, best[0], best[1]]:
-                            best = (yy, xx)
-                assert torch.equal(got[b, :, y, x], motion[b, :, best[0], best[1]]), (b, y, x)
-    # A silhouette: a near square moving right by 2 over a still far background. The pixels
-    # around it take its motion, the rest keep their own.
-    depth = torch.ones(1, 1, 6, 6)
-    depth[..., 2:4, 2:4] = 0.25
-    motion = torch.zeros(1, 2, 6, 6)
-    motion[:, 0, 2:4, 2:4] = 2.0
-    got = temporal.nearest_motion(motion, depth)
-    assert torch.equal(got[0, 0, 1:5, 1:5], torch.full((4, 4), 2.0))
-    assert got[0, 0].sum() == 2.0 * 16
-    # The warp takes it only where the model's metadata says so.
-    meta = temporal.history_metadata(True, "catmull_rom", "nearest_3x3")
-    assert meta["upscale.history_motion"] == "nearest_3x3"
-    assert "upscale.history_motion" not in temporal.history_metadata(True, "catmull_rom")
-    net = temporal.TemporalNet("tsr8", history_motion="nearest_3x3")
-    assert net.history_motion == "nearest_3x3"
-    try:
-        temporal.TemporalNet("tsr8", history_motion="nearest_5x5")
-        raise AssertionError("an unknown history motion was taken")
-    except ValueError as e:
-        assert "nearest_5x5" in str(e) and "nearest_3x3" in str(e)
-
-
 def test_history_is_the_clamped_output_in_fp16():
     x = torch.tensor([-0.25, 0.1, 1.0 / 3.0, 1.5], requires_grad=True)
     h = temporal.quantize(x)
@@ -242,12 +202,9 @@ def test_training_runs_and_exports():
         common = ["--data", root, "--out", out, "--arch", "tsr8", "--steps", "6", "--batch", "2",
                   "--patch", "12", "--unroll", "3", "--warm-max", "2", "--warmup", "2", "--device", "cpu",
                   "--eval-every", "0", "--hold-prob", "0.5", "--hold-warm", "3", "--hold", "5"]
-        # bf16 autocast: the steps run under it, the scores and the export stay fp32. The second
-        # run's warp takes the nearest surface's motion, which ONNX Runtime's scoring reads back
-        # from the export's metadata.
-        for amp, motion in (("off", "pixel"), ("bf16", "nearest_3x3")):
-            log = temporal.train(temporal.parse_args(common + ["--amp", amp, "--history-motion", motion]))
-            assert temporal.OrtTemporalNet(out).history_motion == motion, amp
+        # bf16 autocast: the steps run under it, the scores and the export stay fp32.
+        for amp in ("off", "bf16"):
+            log = temporal.train(temporal.parse_args(common + ["--amp", amp]))
             assert os.path.exists(out) and log["steps"] == 6, amp
             assert log["onnx_vs_torch_max_abs"] < 1e-4, amp
             with open(os.path.join(root, "m", "t.metrics.json")) as f:

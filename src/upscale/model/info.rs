@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use ort::value::{TensorElementType, ValueType};
 
-use super::temporal::{HistoryFilter, HistoryMotion};
+use super::temporal::HistoryFilter;
 use super::ModelError;
 
 /// Channels the renderer feeds and expects back (RGB, NCHW).
@@ -61,25 +61,6 @@ pub fn history_filter(value: Option<&str>) -> Result<HistoryFilter, String> {
             "metadata '{HISTORY_FILTER_KEY}' is {other:?}; this build resamples the history with \
              '{HISTORY_FILTER_BILINEAR}' (also without the key) or '{HISTORY_FILTER_CATMULL_ROM}' \
              (re-export the model with one of them)"
-        )),
-    }
-}
-
-/// Metadata key of a temporal model whose warp takes, for each output pixel, the motion of the
-/// nearest surface around its render pixel ([`HISTORY_MOTION_NEAREST_3X3`]) rather than that
-/// pixel's own ([`HISTORY_MOTION_PIXEL`], also without the key).
-pub const HISTORY_MOTION_KEY: &str = "upscale.history_motion";
-pub const HISTORY_MOTION_PIXEL: &str = "pixel";
-pub const HISTORY_MOTION_NEAREST_3X3: &str = "nearest_3x3";
-
-/// Which motion a temporal model's warp takes, from its [`HISTORY_MOTION_KEY`] value; a value
-/// this build does not know is an error that says what it knows.
-pub fn history_motion(value: Option<&str>) -> Result<HistoryMotion, String> {
-    match value {
-        None | Some(HISTORY_MOTION_PIXEL) => Ok(HistoryMotion::Pixel),
-        Some(HISTORY_MOTION_NEAREST_3X3) => Ok(HistoryMotion::Nearest3x3),
-        Some(other) => Err(format!(
-            "metadata '{HISTORY_MOTION_KEY}' is {other:?}; this build warps the history with the              motion of '{HISTORY_MOTION_PIXEL}' (each render pixel's own, also without the key) or              '{HISTORY_MOTION_NEAREST_3X3}' (the nearest surface's of the 3x3 around it)              (re-export the model with one of them)"
         )),
     }
 }
@@ -198,25 +179,6 @@ pub(super) fn both(h: Option<u32>, w: Option<u32>) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_history_motion_key_is_known_or_refused_with_what_is() {
-        assert_eq!(history_motion(None), Ok(HistoryMotion::Pixel));
-        assert_eq!(history_motion(Some("pixel")), Ok(HistoryMotion::Pixel));
-        assert_eq!(
-            history_motion(Some("nearest_3x3")),
-            Ok(HistoryMotion::Nearest3x3)
-        );
-        let why = history_motion(Some("nearest_5x5")).unwrap_err();
-        for part in [
-            "upscale.history_motion",
-            "nearest_5x5",
-            "pixel",
-            "nearest_3x3",
-        ] {
-            assert!(why.contains(part), "{why}");
-        }
-    }
 
     #[test]
     fn the_history_filter_key_is_known_or_refused_with_what_is() {

@@ -22,10 +22,10 @@ use ort::value::TensorRefMut;
 
 pub use graph_run::{run_graph, NamedTensor};
 pub use info::{
-    history_clamp, history_filter, history_motion, ModelInfo, ScaleSource, HISTORY_CLAMP_COLOR_3X3,
+    history_clamp, history_filter, ModelInfo, ScaleSource, HISTORY_CLAMP_COLOR_3X3,
     HISTORY_CLAMP_KEY, HISTORY_FILTER_BILINEAR, HISTORY_FILTER_CATMULL_ROM, HISTORY_FILTER_KEY,
-    HISTORY_MOTION_KEY, HISTORY_MOTION_NEAREST_3X3, HISTORY_MOTION_PIXEL, IMAGE_CHANNELS, KIND_KEY,
-    MAX_SCALE, SCALE_KEY, TEMPORAL_INPUTS, TEMPORAL_KIND, TEMPORAL_REFUSAL,
+    IMAGE_CHANNELS, KIND_KEY, MAX_SCALE, SCALE_KEY, TEMPORAL_INPUTS, TEMPORAL_KIND,
+    TEMPORAL_REFUSAL,
 };
 use inspect::inspect;
 use memory::{cpu_memory_info, cuda_memory_info, to_shape, wrap_f32_memory};

@@ -19,7 +19,7 @@ use super::session::{invalid_model, open_session};
 use super::temporal::History;
 use super::{
     CudaTarget, ExecutionProvider, ModelError, NamedTensor, OutputBinding, HISTORY_CLAMP_KEY,
-    HISTORY_FILTER_KEY, HISTORY_MOTION_KEY, TEMPORAL_INPUTS,
+    HISTORY_FILTER_KEY, TEMPORAL_INPUTS,
 };
 
 /// Channels of the packed input: the five inputs' channels, concatenated.
@@ -79,28 +79,19 @@ impl OrtTemporal {
         cuda: Option<CudaTarget>,
     ) -> Result<Self, ModelError> {
         let (session, threads) = open_session(path, ep, intra_threads, cuda)?;
-        let (kind, scale, history_keys) = {
+        let (kind, scale, clamp, filter) = {
             let meta = session
                 .metadata()
                 .map_err(|e| invalid_model(path, format!("cannot read metadata: {e}")))?;
-            let history_keys: Vec<(&str, Option<String>)> =
-                [HISTORY_CLAMP_KEY, HISTORY_FILTER_KEY, HISTORY_MOTION_KEY]
-                    .into_iter()
-                    .map(|k| (k, meta.custom(k)))
-                    .collect();
             (
                 meta.custom(super::KIND_KEY),
                 meta.custom(super::SCALE_KEY),
-                history_keys,
+                meta.custom(HISTORY_CLAMP_KEY),
+                meta.custom(HISTORY_FILTER_KEY),
             )
         };
-        let history = History::from_metadata(|key| {
-            history_keys
-                .iter()
-                .find(|(k, _)| *k == key)
-                .and_then(|(_, v)| v.as_deref())
-        })
-        .map_err(|why| invalid_model(path, why))?;
+        let history = History::from_metadata(clamp.as_deref(), filter.as_deref())
+            .map_err(|why| invalid_model(path, why))?;
         if kind.as_deref() != Some(super::TEMPORAL_KIND) || scale.as_deref() != Some("2") {
             return Err(invalid_model(
                 path,

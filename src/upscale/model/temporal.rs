@@ -13,12 +13,6 @@
 //! sequence's first frame has none, whatever ended the history). Space-to-depth: channel
 //! c·4 + i·2 + j holds output pixel (2y + i, 2x + j) of colour c.
 //!
-//! A model whose metadata says `upscale.history_motion = nearest_3x3` ([`HistoryMotion`]) is
-//! warped with the motion of the nearest surface (the smallest depth) among the 3×3 render
-//! pixels around k instead of k's own (clamped to the edge; k first, then the nine in rows from
-//! the top left, a later one taken only where its depth is strictly smaller): at a silhouette
-//! the pixels just behind it then move with the edge the previous output drew across them.
-//!
 //! A model whose metadata says `upscale.history_clamp = color_3x3` ([`History::clamp`]) takes
 //! the warped history clamped, per colour channel, to the box (min, max) of this frame's colour
 //! over the 3×3 render pixels around render pixel (x, y) that holds it (clamped to the edge):
@@ -43,19 +37,6 @@ pub struct History {
     pub clamp: bool,
     /// How the warp resamples the previous output.
     pub filter: HistoryFilter,
-    /// Which motion vector the warp of an output pixel takes.
-    pub motion: HistoryMotion,
-}
-
-/// Which motion vector the warp of output pixel o takes, given k, the render pixel that shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HistoryMotion {
-    /// k's own (the first `temporal_x2`'s).
-    Pixel,
-    /// That of the nearest surface (the smallest depth) among the 3 × 3 render pixels around k,
-    /// clamped to the edge: k first, then the nine in rows from the top left, a later one taken
-    /// only where its depth is strictly smaller.
-    Nearest3x3,
 }
 
 /// How the warp resamples the previous output at q (texel centres, clamped to the edge).
@@ -74,24 +55,20 @@ impl History {
     pub const WARPED: History = History {
         clamp: false,
         filter: HistoryFilter::Bilinear,
-        motion: HistoryMotion::Pixel,
     };
     /// Bilinear, clamped to the box.
     pub const CLAMPED: History = History {
         clamp: true,
         filter: HistoryFilter::Bilinear,
-        motion: HistoryMotion::Pixel,
     };
 
-    /// From a model's metadata (`key` gives a key's value, None where the model has none):
-    /// [`super::HISTORY_CLAMP_KEY`], [`super::HISTORY_FILTER_KEY`] and
-    /// [`super::HISTORY_MOTION_KEY`]; a value this build does not know is an error that names
-    /// the key and what it knows.
-    pub fn from_metadata<'a>(key: impl Fn(&str) -> Option<&'a str>) -> Result<Self, String> {
+    /// From the values of a model's [`super::HISTORY_CLAMP_KEY`] and
+    /// [`super::HISTORY_FILTER_KEY`] (None: no key); a value this build does not know is an
+    /// error that names the key and what it knows.
+    pub fn from_metadata(clamp: Option<&str>, filter: Option<&str>) -> Result<Self, String> {
         Ok(History {
-            clamp: super::history_clamp(key(super::HISTORY_CLAMP_KEY))?,
-            filter: super::history_filter(key(super::HISTORY_FILTER_KEY))?,
-            motion: super::history_motion(key(super::HISTORY_MOTION_KEY))?,
+            clamp: super::history_clamp(clamp)?,
+            filter: super::history_filter(filter)?,
         })
     }
 }
@@ -225,7 +202,7 @@ fn fill_history(
 ) {
     let (w, h) = (frame.width, frame.height);
     let n = w * h;
-    let [_, depth, motion, history, _] = tensors else {
+    let [_, _, motion, history, _] = tensors else {
         panic!("{} input tensors, a temporal model has 5", tensors.len());
     };
     let moving = previous.is_some();
@@ -234,10 +211,8 @@ fn fill_history(
         rgba: frame.color,
         unorm: &unorm_table(),
         motion: &motion.data,
-        depth: &depth.data,
         jitter: frame.jitter,
         filter: kind.filter,
-        nearest: kind.motion == HistoryMotion::Nearest3x3,
     };
     let clamped = kind.clamp && moving;
     let out: [&mut [f32]; 12] = planes(&mut history.data, n);
@@ -388,12 +363,8 @@ struct Planes<'a> {
     rgba: &'a [u8],
     unorm: &'a [f32; 256],
     motion: &'a [f32],
-    /// The depth plane (the nearest surface's motion reads it).
-    depth: &'a [f32],
     jitter: [f32; 2],
     filter: HistoryFilter,
-    /// [`HistoryMotion::Nearest3x3`].
-    nearest: bool,
 }
 
 impl Planes<'_> {
@@ -428,34 +399,14 @@ impl Planes<'_> {
         (floor((o as f32 + 0.5) * RATIO + self.jitter[axis]) as i64).clamp(0, size - 1) as usize
     }
 
-    /// The render pixel of the nearest surface among the 3 × 3 around render pixel `k`
-    /// ([`HistoryMotion::Nearest3x3`]'s order and ties).
-    #[inline(always)]
-    fn nearest(&self, k: usize) -> usize {
-        let (w, h) = self.size;
-        let (x, y) = (k % w, k / w);
-        let (mut best, mut nearest) = (k, self.depth[k]);
-        for yy in [y.saturating_sub(1), y, (y + 1).min(h - 1)] {
-            for xx in [x.saturating_sub(1), x, (x + 1).min(w - 1)] {
-                let i = yy * w + xx;
-                if self.depth[i] < nearest {
-                    (best, nearest) = (i, self.depth[i]);
-                }
-            }
-        }
-        best
-    }
-
     /// The previous output (RGB per pixel at twice the render size, [`keep_history`]) warped
     /// to output pixel `o` of this frame, whose motion is render pixel `k`'s
-    /// ([`Self::render_pixel`] of each coordinate), or with [`HistoryMotion::Nearest3x3`] that
-    /// of the nearest surface around `k`.
+    /// ([`Self::render_pixel`] of each coordinate).
     #[inline(always)]
     fn warped(&self, prev: &[f32], o: (usize, usize), k: usize) -> [f32; 3] {
         let (w, h) = (self.size.0 as i64, self.size.1 as i64);
         let centre = (o.0 as f32 + 0.5, o.1 as f32 + 0.5);
         let n = self.size.0 * self.size.1;
-        let k = if self.nearest { self.nearest(k) } else { k };
         let m = (self.motion[k], self.motion[n + k]);
         let q = (centre.0 - m.0 / RATIO, centre.1 - m.1 / RATIO);
         let (ow, oh) = (2 * w, 2 * h);
@@ -621,12 +572,6 @@ mod tests {
                 History {
                     clamp: true,
                     filter: HistoryFilter::CatmullRom,
-                    motion: HistoryMotion::Pixel,
-                },
-                History {
-                    clamp: true,
-                    filter: HistoryFilter::CatmullRom,
-                    motion: HistoryMotion::Nearest3x3,
                 },
             ] {
                 let mut whole = empty_inputs(w, h);
@@ -820,7 +765,6 @@ mod tests {
         let sharp = History {
             clamp: false,
             filter: HistoryFilter::CatmullRom,
-            motion: HistoryMotion::Pixel,
         };
         let cr = inputs(&f, Some(&prev), sharp);
         // Output column 3 of row 0 reads q = 3.5 − 0.5 = 3.0: between columns 2 and 3.
@@ -836,67 +780,6 @@ mod tests {
         assert_eq!(
             inputs(&f, None, sharp)[3].data,
             inputs(&f, None, History::WARPED)[3].data
-        );
-    }
-
-    #[test]
-    fn the_nearest_motion_moves_the_pixels_around_a_silhouette_with_it() {
-        // A near 2 x 2 square (render pixels 2..4) moving right by one render pixel over a far
-        // background that stands still; the previous output a horizontal ramp (red = x / 16).
-        let (w, h) = (6, 6);
-        let color = vec![128u8; 4 * w * h];
-        let near = |x: usize, y: usize| (2..4).contains(&x) && (2..4).contains(&y);
-        let depth: Vec<f32> = (0..w * h)
-            .map(|i| if near(i % w, i / w) { 0.25 } else { 1.0 })
-            .collect();
-        let mut motion = vec![f16::ZERO; 2 * w * h];
-        for i in (0..w * h).filter(|&i| near(i % w, i / w)) {
-            motion[2 * i] = f16::ONE;
-        }
-        let prev: Vec<f32> = (0..4 * w * h)
-            .flat_map(|i| [(i % (2 * w)) as f32 / 16.0, 0.0, 0.0])
-            .collect();
-        let frame = |depth| HostFrame {
-            width: w,
-            height: h,
-            color: &color,
-            depth,
-            motion: &motion,
-            jitter: [0.0, 0.0],
-        };
-        let f = frame(&depth);
-        let own = inputs(&f, Some(&prev), History::WARPED);
-        let kind = History {
-            motion: HistoryMotion::Nearest3x3,
-            ..History::WARPED
-        };
-        let nearest = inputs(&f, Some(&prev), kind);
-        // Output pixel (2x, 2y) is render pixel (x, y)'s sub-pixel 0 (red: channel 0). It moved
-        // by two output pixels where its render pixel takes the square's motion.
-        for (x, y) in (0..w).flat_map(|x| (0..h).map(move |y| (x, y))) {
-            let moved = |history: &[NamedTensor]| {
-                let o = 2 * x;
-                let v = history[3].data[y * w + x];
-                (o as f32 - v * 16.0).round() as i64
-            };
-            let around = (1..5).contains(&x) && (1..5).contains(&y);
-            assert_eq!(
-                moved(&own),
-                if near(x, y) { 2 } else { 0 },
-                "own ({x}, {y})"
-            );
-            assert_eq!(
-                moved(&nearest),
-                if around { 2 } else { 0 },
-                "nearest ({x}, {y})"
-            );
-        }
-        // Ties keep the pixel's own motion: a flat depth changes nothing.
-        let flat = vec![0.5; w * h];
-        let f = frame(&flat);
-        assert_eq!(
-            inputs(&f, Some(&prev), kind)[3].data,
-            inputs(&f, Some(&prev), History::WARPED)[3].data
         );
     }
 
