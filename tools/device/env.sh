@@ -4,6 +4,11 @@
 # `stamp` for the scripts that bring results back.
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
+# Debian 12's layer (1.3.239) predates VK_KHR_cooperative_matrix: with it every test that makes
+# a device fails on the GPU machine's feature chain (seen 2026-12-07). fetch_gl.sh brings 1.4.309.
+if ls .gl/vulkan-validationlayers_1.3.* >/dev/null 2>&1; then
+    echo "warning: .gl/ holds validation layer $(ls .gl/vulkan-validationlayers_1.3.* | sed 's/.*layers_//; s/_.*//'), which reports VK_KHR_cooperative_matrix as an error; run tools/device/fetch_gl.sh here" >&2
+fi
 export XDG_RUNTIME_DIR=/tmp/xdg && mkdir -p -m700 "$XDG_RUNTIME_DIR"
 : "${ORT_DYLIB_PATH:=/opt/torch/.venv/lib/python3.12/site-packages/onnxruntime/capi/libonnxruntime.so.1.30.0}"
 export ORT_DYLIB_PATH
